@@ -1,0 +1,137 @@
+"""A benchmark run: build, warm up, time, and return one result object."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+from typing import Callable, List, Optional
+
+import tensorflow as tf
+
+from hpcnn import devices as devices_lib
+from hpcnn import hardware
+from hpcnn.config import BenchmarkConfig
+from hpcnn.inputs import SyntheticInput
+from hpcnn.stats import speed
+from hpcnn.train_step import Model
+from hpcnn.variable_update import make_variable_update
+
+RULE = "-" * 64
+
+
+@dataclasses.dataclass
+class BenchmarkResult:
+    """Everything a run measured; flat and JSON-serialisable via ``to_dict``."""
+
+    model: str
+    mode: str
+    images_per_sec: float  # global images over the timed window
+    mean_step_images_per_sec: float
+    uncertainty: float
+    jitter: float
+    global_batch_size: int
+    num_devices: int
+    step_times: List[float]
+    losses: List[float]
+    config: dict
+    hardware: dict
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def write_json(self, path: str) -> None:
+        """Writes the result atomically (a temp file renamed into place)."""
+        directory = os.path.dirname(os.path.abspath(path))
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".result-", suffix=".json")
+        try:
+            with os.fdopen(fd, "w") as f:
+                json.dump(self.to_dict(), f, indent=2)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
+
+class Benchmark:
+    """A built, runnable benchmark: the compiled step and what it runs on.
+
+    ``step_hook`` (tests and the perf-gate's planted slowdowns only) is called
+    inside the compiled step with the loss and must return a tensor to return.
+    """
+
+    def __init__(self, config: BenchmarkConfig, step_hook: Optional[Callable] = None):
+        self.config = config
+        self.devices = devices_lib.setup_devices(config)
+        self.model = Model(config)
+        self.strategy = make_variable_update(self.model, self.devices, config)
+        self.strategy.build()
+        self.input = SyntheticInput(self.devices, config.batch_size, self.model.input_shape, config.num_classes,
+                                    self.model.compute_dtype, config.tf_random_seed)
+        build = self.strategy.forward_step if config.forward_only else self.strategy.train_step
+        hook = step_hook or (lambda loss: loss)
+        self.step = tf.function(lambda: hook(build(self.input.next_batches())), autograph=False,
+                                jit_compile=config.xla_compile or None)
+
+    def run_steps(self, count: int) -> tuple:
+        """Runs ``count`` steps; returns (per-step seconds, per-step losses)."""
+        times, losses = [], []
+        for _ in range(count):
+            start = time.perf_counter()
+            loss = float(self.step())  # fetching the loss waits for the step to finish
+            times.append(time.perf_counter() - start)
+            losses.append(loss)
+        return times, losses
+
+    def run(self, log: Callable[[str], None] = print) -> BenchmarkResult:
+        """Warms up, runs the timed steps printing tf_cnn_benchmarks' lines, returns the result."""
+        c = self.config
+        self._print_header(log)
+        log("Running warm up")
+        self.run_steps(c.num_warmup_batches)
+        log("Done warm up")
+        log("Step\tImg/sec\ttotal_loss")
+        times, losses = [], []
+        window_start = time.perf_counter()
+        for step in range(1, c.num_batches + 1):
+            t, l = self.run_steps(1)
+            times += t
+            losses += l
+            if step % c.display_every == 0 or step == c.num_batches and step < c.display_every:
+                log(f"{step}\t{speed(c.global_batch_size, times)}\t{losses[-1]:.3f}")
+        elapsed = time.perf_counter() - window_start
+        total = c.global_batch_size * c.num_batches / elapsed
+        log(RULE)
+        log(f"total images/sec: {total:.2f}")
+        log(RULE)
+        s = speed(c.global_batch_size, times)
+        return BenchmarkResult(model=c.model, mode="forward-only" if c.forward_only else "training",
+                               images_per_sec=total, mean_step_images_per_sec=s.mean, uncertainty=s.uncertainty,
+                               jitter=s.jitter, global_batch_size=c.global_batch_size, num_devices=len(self.devices),
+                               step_times=times, losses=losses, config=c.to_dict(), hardware=hardware.describe())
+
+    def _print_header(self, log):
+        c = self.config
+        log(f"TensorFlow:  {tf.__version__}")
+        log(f"Model:       {c.model}")
+        log("Dataset:     imagenet (synthetic)")
+        log(f"Mode:        {'forward-only' if c.forward_only else 'training'}")
+        log(f"Batch size:  {c.global_batch_size} global")
+        log(f"             {c.batch_size} per device")
+        log(f"Num batches: {c.num_batches}")
+        log(f"Devices:     {self.devices}")
+        log(f"Data format: {c.resolved_data_format}")
+        log(f"Precision:   {c.precision}")
+        log(f"Optimizer:   {c.optimizer}")
+        log(f"Variables:   {c.variable_update}" + (" (staged)" if c.staged_vars else ""))
+        log(RULE)
+
+
+def run_benchmark(config: BenchmarkConfig, log: Callable[[str], None] = print) -> BenchmarkResult:
+    """Builds and runs one benchmark; writes ``config.result_json`` if set."""
+    result = Benchmark(config).run(log)
+    if config.result_json:
+        result.write_json(config.result_json)
+    return result

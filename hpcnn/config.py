@@ -1,0 +1,179 @@
+"""One validated configuration object per benchmark run.
+
+Everything the engine needs is here, checked once at construction; the engine
+never reads flags. Errors name the bad value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+DEVICES = ("cpu", "gpu")
+DATA_FORMATS = ("NHWC", "NCHW")
+VARIABLE_UPDATES = ("parameter_server", "replicated", "independent", "distributed_replicated")
+OPTIMIZERS = ("sgd", "momentum", "rmsprop", "adam")
+PRECISIONS = ("fp32", "bf16", "fp16")
+DATA_NAMES = ("imagenet", "cifar10")
+
+# Features that parse today but arrive with a later issue; using one is an error
+# (never a silent fallback). Maps the feature to the flag that asks for it.
+NOT_YET = {
+    "data_dir": "--data_dir (real-data input pipeline)",
+    "distributed": "--ps_hosts/--worker_hosts/--job_name (distributed training)",
+    "distributed_replicated": "--variable_update=distributed_replicated (distributed training)",
+}
+
+
+class ConfigError(ValueError):
+    """A configuration value is invalid; the message names it and what is allowed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    """A fully resolved benchmark run. See ``hpcnn --help`` for each field."""
+
+    model: str = "trivial"
+    batch_size: int = 32
+    num_gpus: int = 1
+    device: str = "cpu"
+    data_format: Optional[str] = None  # None: NCHW on gpu, NHWC on cpu
+    data_dir: Optional[str] = None
+    data_name: str = "imagenet"
+    distortions: bool = True  # real data only (synthetic data is never distorted)
+    num_classes: int = 1000
+    variable_update: str = "parameter_server"
+    local_parameter_device: Optional[str] = None  # None: the compute device type
+    use_nccl: Optional[bool] = None  # None: NCCL on gpu, implicit copies on cpu
+    staged_vars: bool = False
+    num_batches: int = 100
+    num_warmup_batches: int = 10
+    display_every: int = 10
+    forward_only: bool = False
+    optimizer: str = "sgd"
+    init_learning_rate: Optional[float] = None  # None: the model's default
+    momentum: float = 0.9
+    weight_decay: float = 4e-5
+    rmsprop_decay: float = 0.9
+    rmsprop_momentum: float = 0.9
+    rmsprop_epsilon: float = 1.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    adam_epsilon: float = 1e-8
+    precision: str = "fp32"
+    fp16_loss_scale: float = 128.0
+    xla_compile: bool = False
+    tf_random_seed: int = 1234
+    num_intra_threads: int = 0
+    num_inter_threads: int = 0
+    result_json: Optional[str] = None
+    ps_hosts: Tuple[str, ...] = ()
+    worker_hosts: Tuple[str, ...] = ()
+    job_name: Optional[str] = None
+    task_index: int = 0
+    cross_replica_sync: bool = True
+
+    def __post_init__(self):
+        from hpcnn.models import get_model, list_models
+
+        _choice("device", self.device, DEVICES)
+        if self.model not in list_models():
+            raise ConfigError(f"--model={self.model!r} is not a known model; known models: {', '.join(list_models())}")
+        _positive("batch_size", self.batch_size)
+        _positive("num_gpus", self.num_gpus)
+        _positive("num_batches", self.num_batches)
+        _positive("display_every", self.display_every)
+        _positive("num_classes", self.num_classes)
+        if self.num_warmup_batches < 0:
+            raise ConfigError(f"--num_warmup_batches={self.num_warmup_batches} must be >= 0")
+        _choice("variable_update", self.variable_update, VARIABLE_UPDATES)
+        _choice("optimizer", self.optimizer, OPTIMIZERS)
+        _choice("precision", self.precision, PRECISIONS)
+        _choice("data_name", self.data_name, DATA_NAMES)
+        if self.data_format is not None:
+            _choice("data_format", self.data_format, DATA_FORMATS)
+        if self.local_parameter_device is not None:
+            _choice("local_parameter_device", self.local_parameter_device, DEVICES)
+        if self.init_learning_rate is not None and self.init_learning_rate <= 0:
+            raise ConfigError(f"--init_learning_rate={self.init_learning_rate} must be > 0")
+        if self.weight_decay < 0:
+            raise ConfigError(f"--weight_decay={self.weight_decay} must be >= 0")
+        self._check_combinations()
+        get_model(self.model)
+
+    def _check_combinations(self):
+        if self.device == "cpu" and self.use_nccl:
+            raise ConfigError("--use_nccl=True needs --device=gpu: NCCL all-reduce runs only on NVIDIA GPUs; "
+                              "on the CPU use --use_nccl=False (implicit copies)")
+        if self.device == "cpu" and self.local_parameter_device == "gpu":
+            raise ConfigError("--local_parameter_device=gpu needs --device=gpu; allowed with --device=cpu: cpu")
+        if self.device == "cpu" and self.precision == "fp16":
+            raise ConfigError("--precision=fp16 is not usable on the CPU (no float16 kernels); "
+                              "use --precision=bf16 (or --use_fp16, which means bf16 on the CPU)")
+        if self.staged_vars and self.variable_update != "parameter_server":
+            raise ConfigError(f"--staged_vars needs --variable_update=parameter_server; "
+                              f"received --variable_update={self.variable_update}")
+        if self.staged_vars and self.forward_only:
+            raise ConfigError("--staged_vars stages variable updates; it has no meaning with --forward_only")
+        if self.data_dir is not None:
+            raise ConfigError(f"--data_dir={self.data_dir!r}: real-data input is not implemented yet "
+                              f"({NOT_YET['data_dir']}); leave --data_dir unset for synthetic data")
+        if self.ps_hosts or self.worker_hosts or self.job_name:
+            raise ConfigError(f"distributed training is not implemented yet ({NOT_YET['distributed']}); "
+                              "run without --ps_hosts, --worker_hosts and --job_name")
+        if self.variable_update == "distributed_replicated":
+            raise ConfigError(f"--variable_update=distributed_replicated is not implemented yet; allowed now: "
+                              "parameter_server, replicated, independent")
+
+    # -- derived values ---------------------------------------------------------
+    @property
+    def resolved_data_format(self) -> str:
+        if self.data_format is not None:
+            return self.data_format
+        return "NCHW" if self.device == "gpu" else "NHWC"
+
+    @property
+    def resolved_parameter_device(self) -> str:
+        return self.local_parameter_device or self.device
+
+    @property
+    def resolved_use_nccl(self) -> bool:
+        return self.device == "gpu" if self.use_nccl is None else self.use_nccl
+
+    @property
+    def learning_rate(self) -> float:
+        from hpcnn.models import get_model
+
+        return self.init_learning_rate or get_model(self.model).learning_rate
+
+    @property
+    def global_batch_size(self) -> int:
+        return self.batch_size * self.num_gpus
+
+    @property
+    def image_size(self) -> int:
+        from hpcnn.models import get_model
+
+        return get_model(self.model).image_size
+
+    def to_dict(self) -> dict:
+        """Every field plus the resolved defaults, JSON-serialisable."""
+        d = dataclasses.asdict(self)
+        d.update(data_format=self.resolved_data_format, local_parameter_device=self.resolved_parameter_device,
+                 use_nccl=self.resolved_use_nccl, init_learning_rate=self.learning_rate,
+                 ps_hosts=list(self.ps_hosts), worker_hosts=list(self.worker_hosts))
+        return d
+
+    def replace(self, **changes) -> "BenchmarkConfig":
+        """A copy with ``changes`` applied, validated again."""
+        return dataclasses.replace(self, **changes)
+
+
+def _choice(name, value, allowed):
+    if value not in allowed:
+        raise ConfigError(f"--{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+
+
+def _positive(name, value):
+    if not isinstance(value, int) or value < 1:
+        raise ConfigError(f"--{name}={value!r} must be a positive integer")

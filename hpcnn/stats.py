@@ -1,0 +1,29 @@
+"""Throughput statistics in tf_cnn_benchmarks' conventions."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class Speed:
+    """Per-step images/sec summarised: mean, standard error, jitter (1.4826 x MAD)."""
+
+    mean: float
+    uncertainty: float
+    jitter: float
+
+    def __str__(self):
+        return f"images/sec: {self.mean:.1f} +/- {self.uncertainty:.1f} (jitter = {self.jitter:.1f})"
+
+
+def speed(batch_size: int, step_times: Sequence[float]) -> Speed:
+    """Summarises per-step speeds ``batch_size / t``; raises ValueError on no steps."""
+    if not len(step_times):
+        raise ValueError("speed() needs at least one step time")
+    speeds = batch_size / np.asarray(step_times, dtype=np.float64)
+    mad = np.median(np.abs(speeds - np.median(speeds)))
+    return Speed(float(np.mean(speeds)), float(np.std(speeds) / np.sqrt(len(speeds))), float(1.4826 * mad))
