@@ -1,0 +1,83 @@
+"""Flags in, one validated config out; bad input is one line and exit code 2."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hpcnn.cli import main, parse_config
+from hpcnn.config import ConfigError
+
+
+def test_guide_flag_syntax_parses():
+    c = parse_config(["--model=resnet50", "--batch_size=16", "--num_gpus=2", "--device=cpu",
+                      "--variable_update=replicated", "--use_nccl=False", "--nodistortions", "--forward_only",
+                      "--num_batches", "20", "--local_parameter_device=cpu", "--optimizer=momentum"])
+    assert (c.model, c.batch_size, c.num_gpus, c.global_batch_size) == ("resnet50", 16, 2, 32)
+    assert c.variable_update == "replicated" and c.use_nccl is False and c.resolved_use_nccl is False
+    assert c.distortions is False and c.forward_only is True and c.num_batches == 20
+    assert c.resolved_data_format == "NHWC"  # the CPU default
+
+
+def test_defaults_resolve_per_device():
+    c = parse_config([])
+    assert (c.model, c.precision, c.resolved_parameter_device, c.resolved_use_nccl) == ("trivial", "fp32", "cpu",
+                                                                                         False)
+    g = parse_config(["--device=gpu"])
+    assert (g.resolved_data_format, g.resolved_use_nccl, g.resolved_parameter_device) == ("NCHW", True, "gpu")
+
+
+def test_use_fp16_means_bfloat16_on_cpu_and_float16_on_gpu():
+    assert parse_config(["--use_fp16"]).precision == "bf16"
+    assert parse_config(["--use_fp16", "--device=gpu"]).precision == "fp16"
+    with pytest.raises(ConfigError, match="contradicts"):
+        parse_config(["--use_fp16", "--precision=fp32"])
+
+
+def test_learning_rate_defaults_to_the_models():
+    assert parse_config(["--model=resnet50"]).learning_rate == 0.1
+    assert parse_config(["--model=resnet50", "--init_learning_rate=0.3"]).learning_rate == 0.3
+
+
+BAD = [
+    (["--model=resnet51"], "--model='resnet51' is not a known model; known models: alexnet"),
+    (["--batch_size=0"], "--batch_size=0 must be a positive integer"),
+    (["--batch_size=abc"], "batch_size"),
+    (["--num_gpus=-1"], "--num_gpus=-1 must be a positive integer"),
+    (["--data_format=NCWH"], "--data_format='NCWH' is not allowed; allowed: NHWC, NCHW"),
+    (["--variable_update=allreduce"], "allowed: parameter_server, replicated, independent"),
+    (["--optimizer=lamb"], "allowed: sgd, momentum, rmsprop, adam"),
+    (["--device=tpu"], "--device='tpu' is not allowed; allowed: cpu, gpu"),
+    (["--use_nccl=True"], "--use_nccl=True needs --device=gpu"),
+    (["--precision=fp16"], "not usable on the CPU"),
+    (["--local_parameter_device=gpu"], "needs --device=gpu"),
+    (["--staged_vars", "--variable_update=replicated"], "--staged_vars needs --variable_update=parameter_server"),
+    (["--data_dir=/tmp/x"], "real-data input is not implemented yet"),
+    (["--ps_hosts=127.0.0.1:2222", "--job_name=ps"], "distributed training is not implemented yet"),
+    (["--variable_update=distributed_replicated"], "not implemented yet"),
+    (["--bogus=1"], "Unknown command line flag 'bogus'"),
+    (["stray"], "unexpected argument 'stray'"),
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_flags_exit_2_with_one_line(argv, message, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("hpcnn: error: ") and err.count("\n") == 1
+    assert message in err
+
+
+def test_more_gpus_than_exist_is_a_usage_error(capsys):
+    assert main(["--device=gpu", "--num_gpus=64"]) == 2
+    assert "--num_gpus=64 but this machine has" in capsys.readouterr().err
+
+
+def test_console_script_prints_one_clean_line_and_no_traceback():
+    env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+    p = subprocess.run([sys.executable, "-m", "hpcnn.cli", "--model=nope"], capture_output=True, text=True,
+                       env=env, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.splitlines() == [p.stderr.strip()] and "Traceback" not in p.stderr
+    assert p.stderr.startswith("hpcnn: error: --model='nope'")
