@@ -21,6 +21,20 @@ MARKERS = {
 NUM_LOGICAL_CPUS = 4
 
 
+def pytest_addoption(parser):
+    # Declared here, not in perf_tests/, because pytest reads options only from
+    # the root conftest whatever paths a run names.
+    g = parser.getgroup("hpcnn perf suite")
+    g.addoption("--perf-matrix", default="smoke", choices=["smoke", "full"],
+                help="smoke: minutes on a 2-core CPU; full: the GPU runners' matrix")
+    g.addoption("--hardware-profile", default=None, help="profile id to use instead of the detected one")
+    g.addoption("--update-baselines", action="store_true", help="record this run as the profile's baselines")
+    g.addoption("--baselines-dir", default=None, help="where <profile-id>.json files live (default: baselines/)")
+    g.addoption("--perf-rounds", type=int, default=6, help="timed rounds per combination")
+    g.addoption("--plant-slowdown", type=float, default=0.0,
+                help="test-only: add real work worth this fraction of each step")
+
+
 def pytest_configure(config):
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")

@@ -1,0 +1,1 @@
+"""The performance-regression suite's library: profiles, matrix, baselines, the gate."""

@@ -1,0 +1,45 @@
+"""One side of a paired comparison: a persistent process timing rounds on request.
+
+Run by ``hpcnn.perf.paired`` as ``python worker.py CONFIG_JSON`` with PYTHONPATH
+pointing at the revision under test, so it imports *that* revision's hpcnn (only
+its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
+one JSON line each: it answers {"ready": ...} after building and warming up,
+then each ``run`` request with the round's step times.
+"""
+
+import json
+import os
+import sys
+
+
+def main():
+    spec = json.loads(sys.argv[1])
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    from hpcnn.benchmark import Benchmark
+    from hpcnn.config import BenchmarkConfig
+    from hpcnn.devices import ensure_logical_cpus
+
+    config = BenchmarkConfig(**spec["config"])
+    if config.device == "cpu":
+        ensure_logical_cpus(config.num_gpus)
+    planted = None
+    if spec.get("plant_slowdown"):
+        # Test-only: imported from this script's own folder (sys.path[0]), so a
+        # revision under test need not contain it.
+        from slowdown import PlantedSlowdown
+
+        planted = PlantedSlowdown()
+    bench = Benchmark(config, step_hook=planted.hook if planted else None)
+    times, _ = bench.run_steps(spec["warmup_steps"])
+    units = planted.calibrate(spec["plant_slowdown"], sorted(times)[len(times) // 2]) if planted else 0
+    print(json.dumps({"ready": True, "planted_units": units}), flush=True)
+    for line in sys.stdin:
+        request = json.loads(line)
+        if request.get("cmd") != "run":
+            break
+        times, _ = bench.run_steps(request["steps"])
+        print(json.dumps({"step_times": times}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,66 @@
+"""The gate end to end on real measurements: record, then catch an unmistakable slowdown.
+
+The planted slowdown adds real work worth twice each step (the step takes about
+3x as long), far beyond this machine's drift, so these tests cannot flake on a
+slow shared runner; the gate's sensitivity to small slowdowns is measured by
+`hpcnn-perf gate-quality`, not asserted here.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COMBO = "trivial-parameter_server-NHWC-1dev-fp32-b32"
+PLANT = "2.0"
+
+
+def _pytest_perf(tmp_path, *extra):
+    cmd = [sys.executable, "-m", "pytest", "perf_tests", "-k", COMBO, "-p", "no:cacheprovider",
+           f"--baselines-dir={tmp_path}", "--hardware-profile=e2e-test", "--perf-rounds=5",
+           f"--benchmark-json={tmp_path / 'bench.json'}", *extra]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
+    missing = _pytest_perf(tmp_path)
+    assert missing.returncode == 0, missing.stdout[-3000:]
+    assert "no baseline" in missing.stdout and "--update-baselines" in missing.stdout
+
+    record = _pytest_perf(tmp_path, "--update-baselines")
+    assert record.returncode == 0, record.stdout[-3000:]
+    saved = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]
+    assert len(saved["samples"]) == 5 and saved["median"] > 0
+    bench = json.loads((tmp_path / "bench.json").read_text())["benchmarks"][0]
+    assert bench["extra_info"]["images_per_sec_rounds"] == saved["samples"]
+    assert bench["stats"]["rounds"] == 5
+
+    slowed = _pytest_perf(tmp_path, f"--plant-slowdown={PLANT}")
+    assert slowed.returncode == 1, slowed.stdout[-3000:]
+    assert "throughput regression" in slowed.stdout and "REGRESSION" in slowed.stdout
+    row = next(l for l in slowed.stdout.splitlines() if l.startswith(COMBO + " "))  # the table row
+    ratio = float(row.split()[3])
+    assert ratio < 0.6  # about 1/3: the planted work is real
+
+
+@pytest.mark.slow
+def test_paired_mode_catches_a_planted_slowdown():
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--candidate=.",
+           f"--only={COMBO}", "--rounds=5", f"--plant-slowdown={PLANT}"]
+    p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
+    assert f"{COMBO}: baseline" in p.stdout and "REGRESSION" in p.stdout
+
+
+def test_perf_cli_usage_errors_exit_2():
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=no-such-rev-xyz",
+                        f"--only={COMBO}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "'no-such-rev-xyz' is neither a directory nor a git revision" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--rounds=4"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "--rounds=4 is too few for the gate to detect anything; allowed: 5" in p.stderr
