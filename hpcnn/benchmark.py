@@ -14,7 +14,8 @@ import tensorflow as tf
 from hpcnn import devices as devices_lib
 from hpcnn import hardware
 from hpcnn.config import BenchmarkConfig
-from hpcnn.inputs import SyntheticInput
+from hpcnn.inputs import make_input
+from hpcnn.inputs.records import DataError
 from hpcnn.stats import speed
 from hpcnn.train_step import Model
 from hpcnn.variable_update import make_variable_update
@@ -66,24 +67,41 @@ class Benchmark:
         self.config = config
         self.devices = devices_lib.setup_devices(config)
         self.model = Model(config)
-        self.strategy = make_variable_update(self.model, self.devices, config)
-        self.strategy.build()
-        self.input = SyntheticInput(self.devices, config.batch_size, self.model.input_shape, config.num_classes,
-                                    self.model.compute_dtype, config.tf_random_seed)
-        build = self.strategy.forward_step if config.forward_only else self.strategy.train_step
+        self.input = make_input(config, self.devices, self.model.input_shape, self.model.compute_dtype)
+        if config.input_only:
+            self.strategy = None
+            build = _consume
+        else:
+            self.strategy = make_variable_update(self.model, self.devices, config)
+            self.strategy.build()
+            build = self.strategy.forward_step if config.forward_only else self.strategy.train_step
         hook = step_hook or (lambda loss: loss)
         self.step = tf.function(lambda: hook(build(self.input.next_batches())), autograph=False,
                                 jit_compile=config.xla_compile or None)
+        self._guarded(self.input.warm_up)
 
     def run_steps(self, count: int) -> tuple:
-        """Runs ``count`` steps; returns (per-step seconds, per-step losses)."""
+        """Runs ``count`` steps; returns (per-step seconds, per-step losses).
+
+        Raises:
+          DataError: the input pipeline met a corrupt record or image (named).
+        """
         times, losses = [], []
         for _ in range(count):
             start = time.perf_counter()
-            loss = float(self.step())  # fetching the loss waits for the step to finish
+            loss = float(self._guarded(self.step))  # fetching the loss waits for the step to finish
             times.append(time.perf_counter() - start)
             losses.append(loss)
         return times, losses
+
+    def _guarded(self, fn):
+        try:
+            return fn()
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            message = self.input.diagnose(e)
+            if message is None:
+                raise
+            raise DataError(message) from None
 
     def run(self, log: Callable[[str], None] = print) -> BenchmarkResult:
         """Warms up, runs the timed steps printing tf_cnn_benchmarks' lines, returns the result."""
@@ -107,17 +125,22 @@ class Benchmark:
         log(f"total images/sec: {total:.2f}")
         log(RULE)
         s = speed(c.global_batch_size, times)
-        return BenchmarkResult(model=c.model, mode="forward-only" if c.forward_only else "training",
+        return BenchmarkResult(model=c.model, mode=self.mode,
                                images_per_sec=total, mean_step_images_per_sec=s.mean, uncertainty=s.uncertainty,
                                jitter=s.jitter, global_batch_size=c.global_batch_size, num_devices=len(self.devices),
                                step_times=times, losses=losses, config=c.to_dict(), hardware=hardware.describe())
+
+    @property
+    def mode(self) -> str:
+        c = self.config
+        return "input-only" if c.input_only else "forward-only" if c.forward_only else "training"
 
     def _print_header(self, log):
         c = self.config
         log(f"TensorFlow:  {tf.__version__}")
         log(f"Model:       {c.model}")
-        log("Dataset:     imagenet (synthetic)")
-        log(f"Mode:        {'forward-only' if c.forward_only else 'training'}")
+        log(f"Dataset:     {c.data_name} ({c.data_dir or 'synthetic'})")
+        log(f"Mode:        {self.mode}")
         log(f"Batch size:  {c.global_batch_size} global")
         log(f"             {c.batch_size} per device")
         log(f"Num batches: {c.num_batches}")
@@ -127,6 +150,13 @@ class Benchmark:
         log(f"Optimizer:   {c.optimizer}")
         log(f"Variables:   {c.variable_update}" + (" (staged)" if c.staged_vars else ""))
         log(RULE)
+
+
+def _consume(batches):
+    """The input-only step: touches every batch so the pipeline must deliver it."""
+    return tf.add_n([tf.cast(tf.reduce_sum(labels), tf.float32) + tf.cast(tf.reduce_sum(images[:, :1, :1]),
+                                                                          tf.float32) for images, labels, *_ in
+                     batches])
 
 
 def run_benchmark(config: BenchmarkConfig, log: Callable[[str], None] = print) -> BenchmarkResult:

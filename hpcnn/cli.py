@@ -33,6 +33,7 @@ def _import_tensorflow_quietly():
 _import_tensorflow_quietly()
 
 from hpcnn.benchmark import run_benchmark  # noqa: E402
+from hpcnn.inputs.records import DataError  # noqa: E402
 from hpcnn.config import (  # noqa: E402
     DATA_FORMATS, DEVICES, OPTIMIZERS, PRECISIONS, VARIABLE_UPDATES, BenchmarkConfig, ConfigError)
 
@@ -52,6 +53,8 @@ def _define_flags() -> flags.FlagValues:
     flags.DEFINE_string("data_dir", None, "TFRecord directory; synthetic data when unset.", flag_values=f)
     flags.DEFINE_string("data_name", d.data_name, "imagenet|cifar10.", flag_values=f)
     flags.DEFINE_boolean("distortions", d.distortions, "Distort real images (no effect on synthetic data).",
+                         flag_values=f)
+    flags.DEFINE_boolean("input_only", d.input_only, "Run only the input pipeline (needs --data_dir).",
                          flag_values=f)
     flags.DEFINE_string("variable_update", d.variable_update, "|".join(VARIABLE_UPDATES), flag_values=f)
     flags.DEFINE_string("local_parameter_device", None, "cpu|gpu: where parameter_server keeps variables.",
@@ -125,6 +128,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     except ConfigError as e:
         print(f"hpcnn: error: {e}", file=sys.stderr)
         return USAGE_ERROR
+    except DataError as e:
+        print(f"hpcnn: error: {e}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,7 +19,6 @@ DATA_NAMES = ("imagenet", "cifar10")
 # Features that parse today but arrive with a later issue; using one is an error
 # (never a silent fallback). Maps the feature to the flag that asks for it.
 NOT_YET = {
-    "data_dir": "--data_dir (real-data input pipeline)",
     "distributed": "--ps_hosts/--worker_hosts/--job_name (distributed training)",
     "distributed_replicated": "--variable_update=distributed_replicated (distributed training)",
 }
@@ -41,6 +40,7 @@ class BenchmarkConfig:
     data_dir: Optional[str] = None
     data_name: str = "imagenet"
     distortions: bool = True  # real data only (synthetic data is never distorted)
+    input_only: bool = False  # run the input pipeline without a model
     num_classes: int = 1000
     variable_update: str = "parameter_server"
     local_parameter_device: Optional[str] = None  # None: the compute device type
@@ -115,9 +115,10 @@ class BenchmarkConfig:
                               f"received --variable_update={self.variable_update}")
         if self.staged_vars and self.forward_only:
             raise ConfigError("--staged_vars stages variable updates; it has no meaning with --forward_only")
-        if self.data_dir is not None:
-            raise ConfigError(f"--data_dir={self.data_dir!r}: real-data input is not implemented yet "
-                              f"({NOT_YET['data_dir']}); leave --data_dir unset for synthetic data")
+        if self.input_only and self.data_dir is None:
+            raise ConfigError("--input_only measures the real-data pipeline; it needs --data_dir")
+        if self.data_name != "imagenet":
+            raise ConfigError(f"--data_name={self.data_name!r} is not implemented yet; allowed now: imagenet")
         if self.ps_hosts or self.worker_hosts or self.job_name:
             raise ConfigError(f"distributed training is not implemented yet ({NOT_YET['distributed']}); "
                               "run without --ps_hosts, --worker_hosts and --job_name")

@@ -31,6 +31,12 @@ class SyntheticInput:
                 self.batches.append((tf.Variable(tf.cast(images[sl], dtype), trainable=False, name=f"images{i}"),
                                      tf.Variable(labels[sl], trainable=False, name=f"labels{i}")))
 
+    def warm_up(self) -> None:
+        """Nothing to fill: the data already live on the devices."""
+
+    def diagnose(self, error: Exception) -> None:
+        return None
+
     def next_batches(self) -> List[Tuple[tf.Tensor, tf.Tensor]]:
         """The per-replica batches, read inside the compiled step."""
         return [(tf.convert_to_tensor(x), tf.convert_to_tensor(y)) for x, y in self.batches]

@@ -1,0 +1,160 @@
+"""The real-data input pipeline: three parallel stages, software-pipelined.
+
+Stage A (host): ``read_records`` reads shards in parallel (interleaved, several
+files at once) and shuffles with a bounded buffer; ``process_images`` decodes and
+distorts in parallel across cores, non-deterministically, so a slow image never
+holds up the others (the guide's ``parallel_stack`` idea), and assembles one
+batch per device. Stage B copies a batch from the host staging buffer to each
+device's staging buffer. Stage C is the training step.
+
+``StagedInput`` pipelines them as the guide describes. Warm-up runs A0, then
+A1 B0; every step then runs C(n) B(n+1) A(n+2) together, so when a step starts
+its inputs are already on its devices and the copies overlap compute. Each
+staging buffer holds exactly one batch. (TF 2's StagingArea works only in
+compat.v1 graphs, so the buffers are variables, which tf.function orders:
+C reads a buffer before B overwrites it, B reads the host buffer before A does.)
+"""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import tensorflow as tf
+
+from hpcnn.inputs import preprocessing, records
+
+AUTOTUNE = tf.data.AUTOTUNE
+
+
+def read_records(shards: Sequence[str], parallel_reads: int = 8, shuffle_buffer: int = 1000,
+                 seed: int = 0) -> tf.data.Dataset:
+    """Stage A, I/O: serialized records from ``shards``, read in parallel, shuffled, repeated."""
+    files = tf.data.Dataset.from_tensor_slices(list(shards)).shuffle(len(shards), seed=seed).repeat()
+    ds = files.interleave(lambda f: tf.data.TFRecordDataset(f, buffer_size=8 << 20),
+                          cycle_length=min(parallel_reads, len(shards)), num_parallel_calls=AUTOTUNE,
+                          deterministic=False)
+    return ds.shuffle(shuffle_buffer, seed=seed)
+
+
+def process_images(records_ds: tf.data.Dataset, image_size: int, distortions: bool, dtype, batch_size: int,
+                   num_devices: int) -> tf.data.Dataset:
+    """Stage A, processing: (images [devices, batch, H, W, 3], labels [devices, batch])."""
+
+    def one(record):
+        encoded, label, bbox = records.parse(record)
+        if distortions:
+            image = preprocessing.distorted(encoded, bbox, image_size)
+        else:
+            image = preprocessing.central(encoded, image_size)
+        return preprocessing.normalize(image, dtype), label
+
+    ds = records_ds.map(one, num_parallel_calls=AUTOTUNE, deterministic=False)
+    ds = ds.batch(batch_size, drop_remainder=True).batch(num_devices, drop_remainder=True)
+    return ds.prefetch(1)
+
+
+def naive_pipeline(shards: Sequence[str], image_size: int, distortions: bool, dtype,
+                   batch_size: int) -> tf.data.Dataset:
+    """The same work done sequentially (no parallel reads or calls, no prefetch): a yardstick."""
+    ds = tf.data.Dataset.from_tensor_slices(list(shards)).repeat().flat_map(tf.data.TFRecordDataset)
+
+    def one(record):
+        encoded, label, bbox = records.parse(record)
+        image = (preprocessing.distorted(encoded, bbox, image_size) if distortions
+                 else preprocessing.central(encoded, image_size))
+        return preprocessing.normalize(image, dtype), label
+
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.map_parallelization = False
+    options.experimental_optimization.inject_prefetch = False
+    return ds.map(one).batch(batch_size, drop_remainder=True).with_options(options)
+
+
+class StagedInput:
+    """Host and device staging buffers around a dataset (stage A), one batch each.
+
+    ``dataset`` yields a tuple whose every component has a leading device
+    dimension; component 0 (the images) is transposed to NCHW on the device
+    when ``data_format`` asks for it.
+    """
+
+    def __init__(self, dataset: tf.data.Dataset, devices: Sequence[str], data_format: str = "NHWC"):
+        self.devices = list(devices)
+        self.data_format = data_format
+        specs = dataset.element_spec
+        self.iterator = iter(dataset)
+        with tf.device("/device:CPU:0"):
+            self.host = [tf.Variable(tf.zeros(s.shape, s.dtype), trainable=False, name=f"host_stage{k}")
+                         for k, s in enumerate(specs)]
+        self.staged: List[List[tf.Variable]] = []
+        for i, device in enumerate(self.devices):
+            with tf.device(device):
+                self.staged.append([tf.Variable(tf.zeros(self._device_shape(k, s.shape[1:]), s.dtype),
+                                                trainable=False, name=f"device{i}_stage{k}")
+                                    for k, s in enumerate(specs)])
+        self._warm_a = tf.function(self._stage_a, autograph=False)
+        self._warm_ab = tf.function(lambda: (self._stage_b(), self._stage_a()), autograph=False)
+
+    def _device_shape(self, component, shape):
+        if component == 0 and self.data_format == "NCHW":
+            return [shape[0], shape[3], shape[1], shape[2]]
+        return shape
+
+    def _stage_a(self):
+        """Host buffer <- the next element of the dataset."""
+        element = self.iterator.get_next()
+        for var, value in zip(self.host, element):
+            var.assign(value, read_value=False)
+        return element
+
+    def _stage_b(self):
+        """Each device's buffer <- its slice of the host buffer."""
+        values = [tf.identity(v) for v in self.host]
+        for i, device in enumerate(self.devices):
+            with tf.device(device):
+                for k, (var, value) in enumerate(zip(self.staged[i], values)):
+                    x = value[i]
+                    if k == 0 and self.data_format == "NCHW":
+                        x = tf.transpose(x, [0, 3, 1, 2])
+                    var.assign(x, read_value=False)
+        return values
+
+    def warm_up(self) -> None:
+        """Fills the pipeline: A0, then A1 B0."""
+        self._warm_a()
+        self._warm_ab()
+
+    def next_batches(self):
+        """Inside the step: this step's per-device batches (C(n)); schedules B(n+1) and A(n+2)."""
+        batches = []
+        for device, buffers in zip(self.devices, self.staged):
+            with tf.device(device):
+                batches.append(tuple(tf.identity(v) for v in buffers))
+        self._stage_b()
+        self._stage_a()
+        return batches
+
+
+class ImagenetInput(StagedInput):
+    """The staged pipeline over ImageNet-layout shards in ``config.data_dir``.
+
+    Raises:
+      ConfigError: a missing or empty --data_dir, or no training shards in it.
+    """
+
+    DIAGNOSE_SECONDS = 120
+
+    def __init__(self, config, devices, image_size: int, dtype):
+        self.shards = records.list_shards(config.data_dir, "train")
+        ds = process_images(read_records(self.shards, seed=config.tf_random_seed), image_size, config.distortions,
+                            dtype, config.batch_size, len(devices))
+        super().__init__(ds, devices, config.resolved_data_format)
+
+    def diagnose(self, error: Exception) -> str:
+        """Names the file behind a pipeline ``error`` (scanning for at most a bounded time)."""
+        found = records.find_bad_record(self.shards, time_limit_s=self.DIAGNOSE_SECONDS)
+        if found:
+            return f"bad input data: {found}"
+        return (f"bad input data ({records.first_line(error)}); `hpcnn-data check {self.shards[0].rsplit('/', 1)[0]}` "
+                "scans every shard for it")
