@@ -154,9 +154,9 @@ class Benchmark:
 
 def _consume(batches):
     """The input-only step: touches every batch so the pipeline must deliver it."""
-    return tf.add_n([tf.cast(tf.reduce_sum(labels), tf.float32) + tf.cast(tf.reduce_sum(images[:, :1, :1]),
-                                                                          tf.float32) for images, labels, *_ in
-                     batches])
+    touched = [tf.cast(tf.reduce_sum(labels), tf.float32) + tf.cast(tf.reduce_sum(images[:, :1, :1]), tf.float32)
+               for images, labels in batches]
+    return tf.add_n(touched)
 
 
 def run_benchmark(config: BenchmarkConfig, log: Callable[[str], None] = print) -> BenchmarkResult:

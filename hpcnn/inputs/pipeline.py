@@ -39,6 +39,26 @@ def read_records(shards: Sequence[str], parallel_reads: int = 8, shuffle_buffer:
 def process_images(records_ds: tf.data.Dataset, image_size: int, distortions: bool, dtype, batch_size: int,
                    num_devices: int) -> tf.data.Dataset:
     """Stage A, processing: (images [devices, batch, H, W, 3], labels [devices, batch])."""
+    ds = records_ds.map(_image_fn(image_size, distortions, dtype), num_parallel_calls=AUTOTUNE,
+                        deterministic=False)
+    ds = ds.batch(batch_size, drop_remainder=True).batch(num_devices, drop_remainder=True)
+    return ds.prefetch(1)
+
+
+def naive_pipeline(shards: Sequence[str], image_size: int, distortions: bool, dtype,
+                   batch_size: int) -> tf.data.Dataset:
+    """The same work done sequentially (no parallel reads or calls, no prefetch): a yardstick."""
+    ds = tf.data.Dataset.from_tensor_slices(list(shards)).repeat().flat_map(tf.data.TFRecordDataset)
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    options.experimental_optimization.map_parallelization = False
+    options.experimental_optimization.inject_prefetch = False
+    return ds.map(_image_fn(image_size, distortions, dtype)).batch(batch_size, drop_remainder=True).with_options(
+        options)
+
+
+def _image_fn(image_size: int, distortions: bool, dtype):
+    """record -> (normalised image, 0-based label): the per-image work of stage A."""
 
     def one(record):
         encoded, label, bbox = records.parse(record)
@@ -48,27 +68,7 @@ def process_images(records_ds: tf.data.Dataset, image_size: int, distortions: bo
             image = preprocessing.central(encoded, image_size)
         return preprocessing.normalize(image, dtype), label
 
-    ds = records_ds.map(one, num_parallel_calls=AUTOTUNE, deterministic=False)
-    ds = ds.batch(batch_size, drop_remainder=True).batch(num_devices, drop_remainder=True)
-    return ds.prefetch(1)
-
-
-def naive_pipeline(shards: Sequence[str], image_size: int, distortions: bool, dtype,
-                   batch_size: int) -> tf.data.Dataset:
-    """The same work done sequentially (no parallel reads or calls, no prefetch): a yardstick."""
-    ds = tf.data.Dataset.from_tensor_slices(list(shards)).repeat().flat_map(tf.data.TFRecordDataset)
-
-    def one(record):
-        encoded, label, bbox = records.parse(record)
-        image = (preprocessing.distorted(encoded, bbox, image_size) if distortions
-                 else preprocessing.central(encoded, image_size))
-        return preprocessing.normalize(image, dtype), label
-
-    options = tf.data.Options()
-    options.autotune.enabled = False
-    options.experimental_optimization.map_parallelization = False
-    options.experimental_optimization.inject_prefetch = False
-    return ds.map(one).batch(batch_size, drop_remainder=True).with_options(options)
+    return one
 
 
 class StagedInput:

@@ -131,11 +131,11 @@ def cmd_gate_quality(args):
         per = record["combinations"][combo.key] = {str(s): [] for s in slowdowns}
         try:
             for run in range(args.runs):
-                samples = paired.interleaved_rounds([a] + [sides[s] for s in slowdowns], combo, args.rounds)
-                for s, cur in zip(slowdowns, samples[1:]):
-                    v = gate.judge(samples[0], cur, args.threshold)
+                for s in slowdowns:  # strictly pairwise, as `compare` runs: A B B A ...
+                    base, cur = paired.interleaved_rounds([a, sides[s]], combo, args.rounds)
+                    v = gate.judge(base, cur, args.threshold)
                     failures[s][run] += v.failed
-                    per[str(s)].append({"baseline": samples[0], "current": cur, "ratio": v.ratio,
+                    per[str(s)].append({"baseline": base, "current": cur, "ratio": v.ratio,
                                         "verdict": v.verdict})
                 print(f"{combo.key} run {run + 1}: " + ", ".join(
                     f"{s:.0%}: {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']}" for s in slowdowns),
