@@ -176,7 +176,9 @@ def test_a_bad_record_or_image_is_an_error_naming_the_file(tmp_path, kind, what)
     with pytest.raises(DataError) as e:
         bench = Benchmark(config(model="tiny_resnet", data_dir=str(tmp_path), batch_size=2, num_classes=5,
                                  distortions=False))
-        bench.run_steps(6)
+        # One record in six is bad and the shuffle draws at random: 60 steps of 2
+        # images miss it with probability (5/6)**120, about 1e-10.
+        bench.run_steps(60)
     assert bad_file in str(e.value) and what in str(e.value)
 
 
@@ -184,7 +186,7 @@ def test_cli_reports_bad_data_in_one_line(tmp_path):
     bad_file = _write_bad_dataset(tmp_path, "image")
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     p = subprocess.run([sys.executable, "-m", "hpcnn.cli", "--model=tiny_resnet", f"--data_dir={tmp_path}",
-                        "--batch_size=2", "--num_batches=6", "--num_warmup_batches=0", "--nodistortions"],
+                        "--batch_size=2", "--num_batches=60", "--num_warmup_batches=0", "--nodistortions"],
                        capture_output=True, text=True, timeout=300, env=env)
     assert p.returncode == 1 and "Traceback" not in p.stderr
     assert p.stderr.strip().splitlines()[-1].startswith("hpcnn: error: bad input data: " + bad_file)
