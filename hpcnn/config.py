@@ -123,7 +123,7 @@ class BenchmarkConfig:
             raise ConfigError(f"distributed training is not implemented yet ({NOT_YET['distributed']}); "
                               "run without --ps_hosts, --worker_hosts and --job_name")
         if self.variable_update == "distributed_replicated":
-            raise ConfigError(f"--variable_update=distributed_replicated is not implemented yet; allowed now: "
+            raise ConfigError("--variable_update=distributed_replicated is not implemented yet; allowed now: "
                               "parameter_server, replicated, independent")
 
     # -- derived values ---------------------------------------------------------
