@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.config import BenchmarkConfig
+from hpcnn.stats import throughput
 
 KERAS_MODELS = {"resnet50": "ResNet50", "vgg16": "VGG16", "inception3": "InceptionV3"}
 
@@ -73,7 +74,7 @@ def main():
     for r in range(a.rounds):
         for name, run in (("hpcnn", lambda: ours.run_steps(a.steps)[0]), ("keras_fit", lambda: theirs(a.steps))):
             times = run()
-            rounds[name].append(a.batch_size * len(times) / sum(times))
+            rounds[name].append(throughput(a.batch_size, times))
             print(f"round {r + 1} {name:9s} {rounds[name][-1]:8.2f} images/sec", flush=True)
     medians = {k: statistics.median(v) for k, v in rounds.items()}
     ratio = medians["hpcnn"] / medians["keras_fit"]

@@ -21,6 +21,7 @@ import tensorflow as tf
 from hpcnn.benchmark import Benchmark
 from hpcnn.config import BenchmarkConfig
 from hpcnn.inputs import pipeline, records
+from hpcnn.stats import throughput
 
 
 def timed(iterator, batches, batch_size):
@@ -47,7 +48,7 @@ def main():
                                        batch_size=a.batch_size, distortions=distort, num_warmup_batches=0))
     sides = {"hpcnn pipeline": lambda: timed(ours, a.batches, a.batch_size),
              "naive sequential": lambda: timed(naive, a.batches, a.batch_size),
-             "hpcnn --input_only": lambda: a.batch_size * a.batches / sum(staged.run_steps(a.batches)[0])}
+             "hpcnn --input_only": lambda: throughput(a.batch_size, staged.run_steps(a.batches)[0])}
     for run in sides.values():
         run()  # warm-up: tracing, file caches, autotuning
     rounds = {k: [] for k in sides}

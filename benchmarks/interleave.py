@@ -17,6 +17,7 @@ import statistics
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.cli import parse_config
+from hpcnn.stats import throughput
 
 
 def main():
@@ -39,7 +40,7 @@ def main():
         for name in ("A", "B") if r % 2 == 0 else ("B", "A"):
             bench, batch = sides[name]
             times, _ = bench.run_steps(a.steps)
-            rounds[name].append(batch * len(times) / sum(times))
+            rounds[name].append(throughput(batch, times))
             print(f"round {r + 1} {name}: {rounds[name][-1]:.2f} images/sec", flush=True)
     med = {k: statistics.median(v) for k, v in rounds.items()}
     print(f"A [{a.common} {a.a}]: {med['A']:.2f}  B [{a.common} {a.b}]: {med['B']:.2f} images/sec "

@@ -20,6 +20,11 @@ class Speed:
         return f"images/sec: {self.mean:.1f} +/- {self.uncertainty:.1f} (jitter = {self.jitter:.1f})"
 
 
+def throughput(batch_size: int, step_times: Sequence[float]) -> float:
+    """Images/sec over a window of steps: all images divided by all their time."""
+    return batch_size * len(step_times) / sum(step_times)
+
+
 def speed(batch_size: int, step_times: Sequence[float]) -> Speed:
     """Summarises per-step speeds ``batch_size / t``; raises ValueError on no steps."""
     if not len(step_times):

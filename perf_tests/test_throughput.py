@@ -9,7 +9,8 @@ import pytest
 from hpcnn.benchmark import Benchmark
 from hpcnn.perf import gate
 from hpcnn.perf.baselines import current_commit, entry
-from hpcnn.perf.paired import images_per_sec, warmup_steps_for
+from hpcnn.perf.paired import warmup_steps_for
+from hpcnn.stats import throughput
 
 pytestmark = pytest.mark.perf
 
@@ -34,7 +35,7 @@ def test_throughput(benchmark, combo, perf_session, request):
 
     def one_round():
         times, _ = bench.run_steps(combo.steps_per_round)
-        samples.append(images_per_sec(combo.batch_size * combo.num_devices, times))
+        samples.append(throughput(combo.batch_size * combo.num_devices, times))
 
     benchmark.pedantic(one_round, rounds=request.config.getoption("--perf-rounds"), iterations=1)
     benchmark.extra_info.update(combination=combo.key, images_per_sec_rounds=samples,

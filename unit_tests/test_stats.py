@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from hpcnn.stats import speed
+from hpcnn.stats import speed, throughput
 
 
 def test_speed_mean_uncertainty_and_jitter():
@@ -25,3 +25,7 @@ def test_single_step_has_no_spread():
 def test_no_steps_is_an_error():
     with pytest.raises(ValueError):
         speed(32, [])
+
+
+def test_throughput_is_all_images_over_all_time():
+    assert throughput(10, [0.1, 0.2, 0.25, 0.5]) == pytest.approx(40 / 1.05)

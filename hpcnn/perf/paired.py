@@ -16,6 +16,7 @@ import tempfile
 from typing import List, Optional
 
 from hpcnn.perf.matrix import Combination
+from hpcnn.stats import throughput
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 READY_TIMEOUT_S = 900
@@ -69,10 +70,6 @@ _FIELDS = {"model", "variable_update", "data_format", "num_gpus", "precision", "
            "use_nccl", "num_warmup_batches"}
 
 
-def images_per_sec(batch: int, step_times: List[float]) -> float:
-    return batch * len(step_times) / sum(step_times)
-
-
 def interleaved_rounds(sides: List[Side], combo: Combination, rounds: int) -> List[List[float]]:
     """Per side, ``rounds`` throughputs, run in alternating order (A B ..., ... B A)."""
     out = [[] for _ in sides]
@@ -80,7 +77,7 @@ def interleaved_rounds(sides: List[Side], combo: Combination, rounds: int) -> Li
     for r in range(rounds):
         order = list(range(len(sides))) if r % 2 == 0 else list(reversed(range(len(sides))))
         for i in order:
-            out[i].append(images_per_sec(batch, sides[i].run(combo.steps_per_round)))
+            out[i].append(throughput(batch, sides[i].run(combo.steps_per_round)))
     return out
 
 
