@@ -39,6 +39,7 @@ class BenchmarkResult:
     losses: List[float]
     config: dict
     hardware: dict
+    distributed: Optional[dict] = None  # cluster runs: job, task, cluster rate, per-step sync checks
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -119,16 +120,26 @@ class Benchmark:
             losses += l
             if step % c.display_every == 0 or step == c.num_batches and step < c.display_every:
                 log(f"{step}\t{speed(c.global_batch_size, times)}\t{losses[-1]:.3f}")
-        elapsed = time.perf_counter() - window_start
-        total = c.global_batch_size * c.num_batches / elapsed
+        window = (window_start, time.perf_counter())
+        total = c.global_batch_size * c.num_batches / (window[1] - window[0])
         log(RULE)
         log(f"total images/sec: {total:.2f}")
+        for line in self._summary_lines(window):
+            log(line)
         log(RULE)
         s = speed(c.global_batch_size, times)
         return BenchmarkResult(model=c.model, mode=self.mode,
                                images_per_sec=total, mean_step_images_per_sec=s.mean, uncertainty=s.uncertainty,
                                jitter=s.jitter, global_batch_size=c.global_batch_size, num_devices=len(self.devices),
-                               step_times=times, losses=losses, config=c.to_dict(), hardware=hardware.describe())
+                               step_times=times, losses=losses, config=c.to_dict(), hardware=hardware.describe(),
+                               distributed=self._distributed_record())
+
+    def _summary_lines(self, window) -> List[str]:
+        """Extra lines under ``total images/sec`` (a cluster's total on its chief)."""
+        return []
+
+    def _distributed_record(self) -> Optional[dict]:
+        return None
 
     @property
     def mode(self) -> str:
@@ -149,6 +160,9 @@ class Benchmark:
         log(f"Precision:   {c.precision}")
         log(f"Optimizer:   {c.optimizer}")
         log(f"Variables:   {c.variable_update}" + (" (staged)" if c.staged_vars else ""))
+        if c.is_distributed:
+            log(f"Cluster:     worker {c.task_index} of {c.num_workers}, {len(c.ps_hosts)} ps, "
+                + ("synchronous" if c.cross_replica_sync else "asynchronous"))
         log(RULE)
 
 

@@ -33,6 +33,7 @@ def _import_tensorflow_quietly():
 _import_tensorflow_quietly()
 
 from hpcnn.benchmark import run_benchmark  # noqa: E402
+from hpcnn.distributed.cluster import ClusterError  # noqa: E402
 from hpcnn.inputs.records import DataError  # noqa: E402
 from hpcnn.config import (  # noqa: E402
     DATA_FORMATS, DEVICES, OPTIMIZERS, PRECISIONS, VARIABLE_UPDATES, BenchmarkConfig, ConfigError)
@@ -86,6 +87,10 @@ def _define_flags() -> flags.FlagValues:
     flags.DEFINE_string("job_name", None, "ps|worker.", flag_values=f)
     flags.DEFINE_integer("task_index", 0, "Index of this task in its job.", flag_values=f)
     flags.DEFINE_boolean("cross_replica_sync", True, "Synchronous distributed updates.", flag_values=f)
+    flags.DEFINE_float("cluster_timeout_secs", d.cluster_timeout_secs,
+                       "Distributed: longest wait for a peer task to answer, and for any one step.", flag_values=f)
+    flags.DEFINE_boolean("check_copies", d.check_copies, "Distributed: after every step record the global step "
+                         "and whether every copy of the weights agrees (one extra fetch per step).", flag_values=f)
     return f
 
 
@@ -124,13 +129,25 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     try:
         config = parse_config(argv)
-        run_benchmark(config)
+        if config.is_distributed:
+            from hpcnn.distributed import run_task
+
+            run_task(config)
+        else:
+            run_benchmark(config)
     except ConfigError as e:
         print(f"hpcnn: error: {e}", file=sys.stderr)
         return USAGE_ERROR
     except DataError as e:
         print(f"hpcnn: error: {e}", file=sys.stderr)
         return 1
+    except ClusterError as e:
+        # TensorFlow's server cannot be stopped and may block interpreter exit
+        # while its peers are gone: leave at once, output flushed.
+        print(f"hpcnn: error: {e}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
     return 0
 
 

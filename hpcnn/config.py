@@ -11,17 +11,15 @@ from typing import Optional, Tuple
 
 DEVICES = ("cpu", "gpu")
 DATA_FORMATS = ("NHWC", "NCHW")
-VARIABLE_UPDATES = ("parameter_server", "replicated", "independent", "distributed_replicated")
+VARIABLE_UPDATES = ("parameter_server", "replicated", "independent", "distributed_replicated",
+                    "collective_all_reduce")
+# The modes that run across processes, and the ones that need ps tasks.
+DISTRIBUTED_UPDATES = ("parameter_server", "distributed_replicated", "collective_all_reduce")
+PS_UPDATES = ("parameter_server", "distributed_replicated")
+JOB_NAMES = ("ps", "worker")
 OPTIMIZERS = ("sgd", "momentum", "rmsprop", "adam")
 PRECISIONS = ("fp32", "bf16", "fp16")
 DATA_NAMES = ("imagenet", "cifar10")
-
-# Features that parse today but arrive with a later issue; using one is an error
-# (never a silent fallback). Maps the feature to the flag that asks for it.
-NOT_YET = {
-    "distributed": "--ps_hosts/--worker_hosts/--job_name (distributed training)",
-    "distributed_replicated": "--variable_update=distributed_replicated (distributed training)",
-}
 
 
 class ConfigError(ValueError):
@@ -72,6 +70,8 @@ class BenchmarkConfig:
     job_name: Optional[str] = None
     task_index: int = 0
     cross_replica_sync: bool = True
+    cluster_timeout_secs: float = 120.0  # longest wait for a peer task, and for any one distributed step
+    check_copies: bool = False  # distributed: record the global step and copy agreement after every step
 
     def __post_init__(self):
         from hpcnn.models import get_model, list_models
@@ -99,6 +99,7 @@ class BenchmarkConfig:
         if self.weight_decay < 0:
             raise ConfigError(f"--weight_decay={self.weight_decay} must be >= 0")
         self._check_combinations()
+        self._check_cluster()
         get_model(self.model)
 
     def _check_combinations(self):
@@ -119,14 +120,55 @@ class BenchmarkConfig:
             raise ConfigError("--input_only measures the real-data pipeline; it needs --data_dir")
         if self.data_name != "imagenet":
             raise ConfigError(f"--data_name={self.data_name!r} is not implemented yet; allowed now: imagenet")
-        if self.ps_hosts or self.worker_hosts or self.job_name:
-            raise ConfigError(f"distributed training is not implemented yet ({NOT_YET['distributed']}); "
-                              "run without --ps_hosts, --worker_hosts and --job_name")
-        if self.variable_update == "distributed_replicated":
-            raise ConfigError("--variable_update=distributed_replicated is not implemented yet; allowed now: "
-                              "parameter_server, replicated, independent")
+
+    def _check_cluster(self):
+        """--ps_hosts/--worker_hosts/--job_name/--task_index and what a cluster run allows."""
+        if not (self.ps_hosts or self.worker_hosts or self.job_name):
+            if self.variable_update in ("distributed_replicated", "collective_all_reduce"):
+                raise ConfigError(f"--variable_update={self.variable_update} runs across processes; it needs "
+                                  "--worker_hosts, --job_name and --task_index (see `hpcnn-cluster`)")
+            return
+        if self.job_name is None:
+            raise ConfigError("--ps_hosts/--worker_hosts need --job_name; allowed: ps, worker")
+        _choice("job_name", self.job_name, JOB_NAMES)
+        for flag, hosts in (("ps_hosts", self.ps_hosts), ("worker_hosts", self.worker_hosts)):
+            for entry in hosts:
+                parse_host(flag, entry)
+        everything = list(self.ps_hosts) + list(self.worker_hosts)
+        for entry in everything:
+            if everything.count(entry) > 1:
+                raise ConfigError(f"{entry!r} appears more than once in --ps_hosts/--worker_hosts; "
+                                  "every task needs its own host:port")
+        if not self.worker_hosts:
+            raise ConfigError("--worker_hosts is empty; a cluster needs at least one worker (host:port,...)")
+        _choice("variable_update", self.variable_update, DISTRIBUTED_UPDATES)
+        if self.variable_update in PS_UPDATES and not self.ps_hosts:
+            raise ConfigError(f"--variable_update={self.variable_update} keeps master variables on ps tasks; "
+                              "give --ps_hosts=host:port,...")
+        if self.variable_update == "collective_all_reduce" and self.ps_hosts:
+            raise ConfigError("--variable_update=collective_all_reduce has no ps tasks; leave --ps_hosts empty")
+        hosts = self.ps_hosts if self.job_name == "ps" else self.worker_hosts
+        if not 0 <= self.task_index < len(hosts):
+            raise ConfigError(f"--task_index={self.task_index} is out of range for --job_name={self.job_name} "
+                              f"with {len(hosts)} task(s); allowed: 0..{len(hosts) - 1}")
+        if not self.cluster_timeout_secs > 0:
+            raise ConfigError(f"--cluster_timeout_secs={self.cluster_timeout_secs} must be > 0")
+        refused = [(self.data_dir is not None, "--data_dir (real data runs on one process for now)"),
+                   (self.staged_vars, "--staged_vars"), (self.input_only, "--input_only"),
+                   (self.xla_compile, "--xla_compile")]
+        for given, flag in refused:
+            if given:
+                raise ConfigError(f"{flag} is not supported in a distributed run; run it without --job_name")
 
     # -- derived values ---------------------------------------------------------
+    @property
+    def is_distributed(self) -> bool:
+        return self.job_name is not None
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.worker_hosts) if self.is_distributed else 1
+
     @property
     def resolved_data_format(self) -> str:
         if self.data_format is not None:
@@ -173,6 +215,14 @@ class BenchmarkConfig:
 def _choice(name, value, allowed):
     if value not in allowed:
         raise ConfigError(f"--{name}={value!r} is not allowed; allowed: {', '.join(allowed)}")
+
+
+def parse_host(flag: str, entry: str) -> Tuple[str, int]:
+    """``host:port`` -> (host, port); ConfigError naming the entry if malformed."""
+    host, sep, port = entry.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ConfigError(f"--{flag} entry {entry!r} is not host:port with a port in 1..65535")
+    return host, int(port)
 
 
 def _positive(name, value):

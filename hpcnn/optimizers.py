@@ -22,10 +22,13 @@ class Optimizer:
         self.config = config
         self.lr = config.learning_rate
 
+    slot_ones: List[str] = []  # slots that start at one rather than zero
+
     def create_slots(self, var: tf.Variable) -> Dict[str, tf.Variable]:
-        """Zero-initialised slots on ``var``'s device."""
+        """Slots on ``var``'s device, zero-initialised (or one for ``slot_ones``)."""
         with tf.device(var.device):
-            return {s: tf.Variable(tf.zeros_like(var), trainable=False, name=f"{var.name.split(':')[0]}/{s}")
+            return {s: tf.Variable((tf.ones_like if s in self.slot_ones else tf.zeros_like)(var), trainable=False,
+                                   name=f"{var.name.split(':')[0]}/{s}")
                     for s in self.slot_names}
 
     def apply(self, var: tf.Variable, grad: tf.Tensor, slots: Dict[str, tf.Variable]) -> tf.Operation:
@@ -47,11 +50,7 @@ class Momentum(Optimizer):
 
 class RMSProp(Optimizer):
     slot_names = ["rms", "momentum"]
-
-    def create_slots(self, var):
-        slots = super().create_slots(var)
-        slots["rms"].assign(tf.ones_like(var))  # tf_cnn_benchmarks' RMSProp starts the mean square at 1
-        return slots
+    slot_ones = ["rms"]  # tf_cnn_benchmarks' RMSProp starts the mean square at 1
 
     def apply(self, var, grad, slots):
         c = self.config

@@ -254,8 +254,16 @@ class Independent(_PerDeviceCopies):
             return self._mean_loss([o.loss for o in outs])
 
 
-def make_variable_update(model: Model, devices: Sequence[str], config: BenchmarkConfig) -> VariableUpdate:
-    """The strategy for ``config.variable_update``: the only place the mode is read."""
+def make_variable_update(model: Model, devices: Sequence[str], config: BenchmarkConfig,
+                         cluster=None) -> VariableUpdate:
+    """The strategy for ``config.variable_update``: the only place the mode is read.
+
+    ``cluster`` (a ``hpcnn.distributed.cluster.Cluster``) selects the across-process classes.
+    """
+    if cluster is not None:
+        from hpcnn.distributed.variable_update import make_distributed_update
+
+        return make_distributed_update(model, devices, config, cluster)
     if config.variable_update == "parameter_server":
         cls = StagedParameterServer if config.staged_vars else ParameterServer
     else:

@@ -55,8 +55,7 @@ BAD = [
     (["--staged_vars", "--variable_update=replicated"], "--staged_vars needs --variable_update=parameter_server"),
     (["--data_dir=/nonexistent/hpcnn"], "--data_dir='/nonexistent/hpcnn' is not a directory"),
     (["--data_name=cifar10"], "--data_name='cifar10' is not implemented yet; allowed now: imagenet"),
-    (["--ps_hosts=127.0.0.1:2222", "--job_name=ps"], "distributed training is not implemented yet"),
-    (["--variable_update=distributed_replicated"], "not implemented yet"),
+    (["--variable_update=distributed_replicated"], "runs across processes; it needs --worker_hosts"),
     (["--bogus=1"], "Unknown command line flag 'bogus'"),
     (["stray"], "unexpected argument 'stray'"),
 ]

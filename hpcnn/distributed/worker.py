@@ -1,0 +1,181 @@
+"""A worker task: the benchmark run as one graph in a session on TensorFlow's gRPC runtime."""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Dict, List, Optional
+
+import tensorflow as tf
+
+from hpcnn.benchmark import Benchmark, BenchmarkResult
+from hpcnn.config import BenchmarkConfig
+from hpcnn.distributed.cluster import Cluster, ClusterError, first_line
+from hpcnn.distributed.queues import ClusterQueues
+from hpcnn.inputs.synthetic import SyntheticInput
+from hpcnn.train_step import Model
+from hpcnn.variable_update import make_variable_update
+
+
+class DistributedBenchmark(Benchmark):
+    """One worker of a cluster run. Prints its own lines; the chief also the cluster's rate.
+
+    Raises (from the constructor and ``run``):
+      ConfigError: this task's port is in use.
+      ClusterError: a peer was unreachable, went away, or a step exceeded the cluster timeout.
+    """
+
+    def __init__(self, config: BenchmarkConfig):
+        self.config = config
+        self.cluster = c = Cluster.from_config(config)
+        self.uses_ps = bool(c.ps)
+        c.wait_for("ps", list(range(len(c.ps))))
+        proto = _server_proto(config)
+        if not self.uses_ps:  # collective ops find their peers through the group leader
+            proto.experimental.collective_group_leader = c.task_device("worker", 0)
+        self.server = c.start_server(proto)
+        kind = "GPU" if config.device == "gpu" else "CPU"
+        self.devices = [f"{c.task_device('worker', c.task)}/device:{kind}:{i}" for i in range(config.num_gpus)]
+        self.model = Model(config)
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            self._build_graph()
+        peers = ["/job:ps"] if self.uses_ps else []
+        session_proto = c.session_proto(proto, peers)
+        self.session = tf.compat.v1.Session(self.server.target, graph=self.graph, config=session_proto)
+        self.run_options = tf.compat.v1.RunOptions(timeout_in_ms=int(c.timeout * 1000))
+        self.step_count = 0
+        self.sync_checks: List[Dict[str, float]] = []
+        self.cluster_rate: Optional[float] = None
+        self.final_global_step: Optional[int] = None
+        self._initialize()
+
+    def _build_graph(self):
+        c, cfg = self.cluster, self.config
+        n = len(self.devices)
+        self.input = SyntheticInput(self.devices, cfg.batch_size, self.model.input_shape, cfg.num_classes,
+                                    self.model.compute_dtype, cfg.tf_random_seed, first_replica=c.task * n,
+                                    total_replicas=c.num_workers * n)
+        self.strategy = make_variable_update(self.model, self.devices, cfg, cluster=c)
+        self.strategy.build()
+        batches = self.input.next_batches()
+        self.loss = (self.strategy.forward_step if cfg.forward_only else self.strategy.train_step)(batches)
+        self.checks = self.strategy.checks() if cfg.check_copies else None
+        with tf.device(self.devices[0]):
+            self.global_step = tf.identity(self.strategy.global_step)
+        variables = self.graph.get_collection(tf.compat.v1.GraphKeys.GLOBAL_VARIABLES)
+        shared = [v for v in variables if "/job:ps" in v.device]
+        local = [v for v in variables if "/job:ps" not in v.device]
+        self.init_shared = tf.compat.v1.variables_initializer(shared)
+        if not c.is_chief:
+            self.uninitialized_shared = tf.compat.v1.report_uninitialized_variables(shared)
+        self.init_local = tf.compat.v1.variables_initializer(local)
+        if self.uses_ps:
+            self.queues = ClusterQueues(c)
+            self.stats_in = tf.compat.v1.placeholder(tf.float64, [3])
+            self.put_stats = self.queues.stats.enqueue(self.stats_in)
+            self.take_stats = self.queues.stats.dequeue_many(c.num_workers)
+            self.say_done = [q.enqueue(tf.constant(c.task, tf.int64)) for q in self.queues.done.values()]
+        else:
+            self.stats_in = tf.compat.v1.placeholder(tf.float64, [3])
+            with tf.device(self.devices[0]):
+                self.cluster_stats = _all_workers(self.stats_in, c.num_workers)
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def _initialize(self):
+        """The chief initialises the shared variables; the others wait until it has."""
+        c = self.cluster
+        deadline = time.monotonic() + c.timeout
+        if c.is_chief:
+            self._run(self.init_shared, "initialising the variables on the ps tasks")
+        else:
+            while len(self._run(self.uninitialized_shared, "waiting for the chief to initialise the variables")):
+                if time.monotonic() > deadline:
+                    raise ClusterError(f"the chief (worker 0, {c.workers[0]}) did not initialise the variables "
+                                       f"within {c.timeout:g} s (--cluster_timeout_secs)")
+                time.sleep(0.2)
+        self._run(self.init_local, "initialising this worker's variables")
+
+    def run_steps(self, count: int) -> tuple:
+        times, losses = [], []
+        for _ in range(count):
+            self.step_count += 1
+            start = time.perf_counter()
+            loss = self._run(self.loss, f"step {self.step_count}")
+            times.append(time.perf_counter() - start)
+            losses.append(float(loss))
+            if self.checks is not None:
+                values = self._run(self.checks, f"checking the copies after step {self.step_count}")
+                self.sync_checks.append({k: float(v) for k, v in values.items()})
+        return times, losses
+
+    def run(self, log: Callable[[str], None] = print) -> BenchmarkResult:
+        result = super().run(log)
+        if self.uses_ps:
+            self._run(self.say_done, "telling the ps tasks this worker is done")
+        self.session.close()
+        return result
+
+    def _summary_lines(self, window) -> List[str]:
+        """Gathers every worker's (images, start, end); the chief prints the cluster's rate."""
+        cfg = self.config
+        mine = [cfg.global_batch_size * cfg.num_batches, time.time() - (time.perf_counter() - window[0]),
+                time.time() - (time.perf_counter() - window[1])]
+        if self.uses_ps:
+            self._run(self.put_stats, "reporting this worker's images/sec", {self.stats_in: mine})
+            if not self.cluster.is_chief:
+                return []
+            rows = self._run(self.take_stats, "waiting for every worker to finish")
+            images, start, end = rows[:, 0].sum(), rows[:, 1].min(), rows[:, 2].max()
+        else:
+            images, neg_start, end = self._run(self.cluster_stats, "waiting for every worker to finish",
+                                               {self.stats_in: mine})
+            start = -neg_start
+            if not self.cluster.is_chief:
+                return []
+        self.cluster_rate = images / (end - start)
+        self.final_global_step = int(self._run(self.global_step, "reading the global step"))
+        return [f"cluster total images/sec: {self.cluster_rate:.2f} ({self.cluster.num_workers} workers)"]
+
+    def _distributed_record(self) -> dict:
+        c = self.cluster
+        return {"job": c.job, "task": c.task, "num_workers": c.num_workers, "num_ps": len(c.ps),
+                "synchronous": self.config.cross_replica_sync, "cluster_images_per_sec": self.cluster_rate,
+                "final_global_step": self.final_global_step, "sync_checks": self.sync_checks}
+
+    @property
+    def mode(self) -> str:
+        return "forward-only" if self.config.forward_only else "training"
+
+    # -- one guarded session call ---------------------------------------------------------
+    def _run(self, fetches, what: str, feed_dict=None):
+        try:
+            return self.session.run(fetches, feed_dict=feed_dict, options=self.run_options)
+        except tf.errors.DeadlineExceededError:
+            raise ClusterError(f"worker {self.cluster.task}: {what} did not finish within {self.cluster.timeout:g} s "
+                               "(--cluster_timeout_secs); a peer task stopped responding") from None
+        except (tf.errors.CancelledError, tf.errors.OutOfRangeError, tf.errors.AbortedError):
+            raise ClusterError(f"worker {self.cluster.task}: the cluster was shut down during {what} "
+                               "(a peer task went away)") from None
+        except tf.errors.UnavailableError as e:
+            raise ClusterError(f"worker {self.cluster.task}: lost contact with a peer task during {what} "
+                               f"({first_line(e)})") from None
+
+
+def _server_proto(config: BenchmarkConfig) -> tf.compat.v1.ConfigProto:
+    proto = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=config.num_intra_threads,
+                                     inter_op_parallelism_threads=config.num_inter_threads)
+    if config.device == "cpu":
+        proto.device_count["CPU"] = config.num_gpus
+    return proto
+
+
+def _all_workers(stats: tf.Tensor, num_workers: int) -> tf.Tensor:
+    """(sum of images, max of -start, max of end) over workers, by collective ops."""
+    if num_workers == 1:
+        return stats * tf.constant([1.0, -1.0, 1.0], tf.float64)
+    from tensorflow.python.ops import collective_ops
+
+    images = collective_ops.all_reduce(stats[:1], num_workers, 1, 10, merge_op="Add", final_op="Id")
+    times = collective_ops.all_reduce(stats[1:] * tf.constant([-1.0, 1.0], tf.float64), num_workers, 1, 11,
+                                      merge_op="Max", final_op="Id")
+    return tf.concat([images, times], 0)
