@@ -155,7 +155,9 @@ class BenchmarkConfig:
             raise ConfigError(f"--cluster_timeout_secs={self.cluster_timeout_secs} must be > 0")
         refused = [(self.data_dir is not None, "--data_dir (real data runs on one process for now)"),
                    (self.staged_vars, "--staged_vars"), (self.input_only, "--input_only"),
-                   (self.xla_compile, "--xla_compile")]
+                   (self.xla_compile, "--xla_compile"),
+                   (bool(self.use_nccl), "--use_nccl=True (a worker averages its devices' gradients on its first "
+                                         "device)")]
         for given, flag in refused:
             if given:
                 raise ConfigError(f"{flag} is not supported in a distributed run; run it without --job_name")

@@ -40,6 +40,8 @@ def test_learning_rate_defaults_to_the_models():
     assert parse_config(["--model=resnet50", "--init_learning_rate=0.3"]).learning_rate == 0.3
 
 
+W2 = "--worker_hosts=127.0.0.1:2223,127.0.0.1:2224"
+PS1 = "--ps_hosts=127.0.0.1:2222"
 BAD = [
     (["--model=resnet51"], "--model='resnet51' is not a known model; known models: alexnet"),
     (["--batch_size=0"], "--batch_size=0 must be a positive integer"),
@@ -58,6 +60,29 @@ BAD = [
     (["--variable_update=distributed_replicated"], "runs across processes; it needs --worker_hosts"),
     (["--bogus=1"], "Unknown command line flag 'bogus'"),
     (["stray"], "unexpected argument 'stray'"),
+    # the cluster flags
+    ([PS1, W2], "--ps_hosts/--worker_hosts need --job_name; allowed: ps, worker"),
+    ([PS1, W2, "--job_name=chief"], "--job_name='chief' is not allowed; allowed: ps, worker"),
+    ([PS1, "--worker_hosts=127.0.0.1", "--job_name=worker"],
+     "--worker_hosts entry '127.0.0.1' is not host:port with a port in 1..65535"),
+    ([PS1, "--worker_hosts=127.0.0.1:99999", "--job_name=worker"], "entry '127.0.0.1:99999' is not host:port"),
+    (["--ps_hosts=:2222", W2, "--job_name=ps"], "--ps_hosts entry ':2222' is not host:port"),
+    (["--ps_hosts=127.0.0.1:2223", W2, "--job_name=ps"], "'127.0.0.1:2223' appears more than once"),
+    ([PS1, W2, "--job_name=worker", "--task_index=2"],
+     "--task_index=2 is out of range for --job_name=worker with 2 task(s); allowed: 0..1"),
+    ([PS1, W2, "--job_name=ps", "--task_index=1"], "--task_index=1 is out of range for --job_name=ps with 1 task"),
+    ([PS1, W2, "--job_name=worker", "--task_index=-1"], "--task_index=-1 is out of range"),
+    ([PS1, "--job_name=ps"], "--worker_hosts is empty"),
+    ([W2, "--job_name=worker"],
+     "--variable_update=parameter_server keeps master variables on ps tasks; give --ps_hosts"),
+    ([PS1, W2, "--job_name=worker", "--variable_update=collective_all_reduce"], "leave --ps_hosts empty"),
+    ([PS1, W2, "--job_name=worker", "--variable_update=replicated"],
+     "--variable_update='replicated' is not allowed; allowed: parameter_server, distributed_replicated, "
+     "collective_all_reduce"),
+    (["--variable_update=collective_all_reduce"], "runs across processes; it needs --worker_hosts"),
+    ([PS1, W2, "--job_name=worker", "--cluster_timeout_secs=0"], "--cluster_timeout_secs=0.0 must be > 0"),
+    ([PS1, W2, "--job_name=worker", "--staged_vars"], "--staged_vars is not supported in a distributed run"),
+    ([PS1, W2, "--job_name=worker", "--data_dir=/tmp"], "--data_dir (real data runs on one process for now)"),
 ]
 
 

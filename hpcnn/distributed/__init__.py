@@ -6,15 +6,17 @@ launcher (``hpcnn.distributed.launcher``) starts a whole cluster on one machine.
 
 from __future__ import annotations
 
-from typing import Callable, Optional
+from typing import Callable
 
-from hpcnn.benchmark import BenchmarkResult
-from hpcnn.config import BenchmarkConfig
-from hpcnn.distributed.cluster import ClusterError
+# Nothing here imports TensorFlow at module level, so the launcher starts fast.
 
 
-def run_task(config: BenchmarkConfig, log: Callable[[str], None] = print) -> Optional[BenchmarkResult]:
-    """Runs this process's task; a worker returns its result (and writes ``--result_json``)."""
+def run_task(config, log: Callable[[str], None] = print):
+    """Runs this process's task (a ``BenchmarkConfig`` with ``job_name`` set).
+
+    A worker returns its ``BenchmarkResult`` (and writes ``--result_json``); a ps returns None.
+    Raises ``hpcnn.distributed.cluster.ClusterError`` when the cluster fails.
+    """
     if config.job_name == "ps":
         from hpcnn.distributed.ps import run_ps
 
@@ -27,5 +29,3 @@ def run_task(config: BenchmarkConfig, log: Callable[[str], None] = print) -> Opt
         result.write_json(config.result_json)
     return result
 
-
-__all__ = ["ClusterError", "run_task"]

@@ -130,20 +130,6 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> List[int]:
-    """``count`` distinct ports free on ``host`` right now (all sockets held until all are chosen)."""
-    sockets = []
-    try:
-        for _ in range(count):
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
-            sockets.append(s)
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def first_line(error: Exception) -> str:
     """The meaningful part of a TensorFlow error: "<task>: <reason>" where the runtime names the task."""
     text = getattr(error, "message", None) or str(error)

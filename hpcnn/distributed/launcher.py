@@ -16,13 +16,12 @@ import argparse
 import dataclasses
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 from typing import List, Optional, Sequence
-
-from hpcnn.distributed.cluster import free_ports
 
 HOST = "127.0.0.1"
 KILLED_BY_LAUNCHER = -1000  # returncode recorded for a process the launcher had to kill
@@ -127,6 +126,20 @@ class LocalCluster:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> List[int]:
+    """``count`` distinct ports free on ``host`` right now (all sockets held until all are chosen)."""
+    sockets = []
+    try:
+        for _ in range(count):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            sockets.append(s)
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
 
 
 def _kill_group(proc):
