@@ -152,7 +152,11 @@ class Benchmark:
         log(f"Model:       {c.model}")
         log(f"Dataset:     {c.data_name} ({c.data_dir or 'synthetic'})")
         log(f"Mode:        {self.mode}")
-        log(f"Batch size:  {c.global_batch_size} global")
+        if c.is_distributed:
+            log(f"Batch size:  {c.global_batch_size} per worker, {c.global_batch_size * c.num_workers} "
+                f"across {c.num_workers} workers")
+        else:
+            log(f"Batch size:  {c.global_batch_size} global")
         log(f"             {c.batch_size} per device")
         log(f"Num batches: {c.num_batches}")
         log(f"Devices:     {self.devices}")

@@ -246,3 +246,14 @@ def test_parameter_server_masters_are_balanced_by_size_across_ps_tasks():
     biggest = max(s.size for s in model.specs.values())
     assert max(load.values()) - min(load.values()) <= biggest  # greedy balance is within one tensor
     assert min(load.values()) > 0.25 * sum(load.values())
+
+
+@pytest.mark.distributed
+def test_a_ps_whose_workers_never_come_up_exits_by_itself():
+    ps, worker = free_ports(2)
+    p = _cli([f"--ps_hosts=127.0.0.1:{ps}", f"--worker_hosts=127.0.0.1:{worker}", "--job_name=ps",
+              "--cluster_timeout_secs=2"])
+    assert p.returncode == 1
+    assert p.stderr.strip().splitlines()[-1] == ("hpcnn: error: ps 0: worker(s) 0 did not come up within 2 s "
+                                                 "(--cluster_timeout_secs); shutting the cluster down")
+    assert "Traceback" not in p.stderr

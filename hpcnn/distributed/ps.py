@@ -12,6 +12,7 @@ from hpcnn.distributed.cluster import Cluster, ClusterError, is_listening
 from hpcnn.distributed.queues import ClusterQueues
 
 POLL_SECONDS = 0.25
+ABORT_GRACE_SECONDS = 10  # after closing its queues, how long a ps waits for the workers to leave
 
 
 def run_ps(config: BenchmarkConfig, log: Callable[[str], None] = print) -> None:
@@ -20,8 +21,8 @@ def run_ps(config: BenchmarkConfig, log: Callable[[str], None] = print) -> None:
     Raises:
       ConfigError: this task's port is in use.
       ClusterError: a worker never came up within the cluster timeout, or went away
-        before finishing; ps 0 first closes the cluster's queues so that every
-        worker blocked on them fails at once instead of waiting for its timeout.
+        before finishing. The ps first closes its queues, so that every worker
+        blocked on them fails at once instead of waiting for its timeout.
     """
     cluster = Cluster.from_config(config)
     proto = tf.compat.v1.ConfigProto()
@@ -48,12 +49,13 @@ def run_ps(config: BenchmarkConfig, log: Callable[[str], None] = print) -> None:
                 if is_listening(cluster.workers[w]):
                     seen.add(w)
                 elif w in seen and w not in _finished(session, waiting, take_done, count, done):
-                    _abort(session, close, f"{name}: {cluster.describe('worker', w)} went away before finishing; "
-                                           "shutting the cluster down")
+                    _abort(session, close, cluster, f"{name}: {cluster.describe('worker', w)} went away before "
+                                                    "finishing; shutting the cluster down")
             missing = [w for w in range(cluster.num_workers) if w not in seen and w not in done]
             if missing and time.monotonic() > deadline:
-                _abort(session, close, f"{name}: worker(s) {', '.join(map(str, missing))} did not come up within "
-                                       f"{cluster.timeout:g} s (--cluster_timeout_secs); shutting the cluster down")
+                _abort(session, close, cluster,
+                       f"{name}: worker(s) {', '.join(map(str, missing))} did not come up within "
+                       f"{cluster.timeout:g} s (--cluster_timeout_secs); shutting the cluster down")
             time.sleep(POLL_SECONDS)
         log(f"{name}: all {cluster.num_workers} worker(s) done; exiting")
     finally:
@@ -68,7 +70,10 @@ def _finished(session, waiting, take_done, count, done: Set[int]) -> Set[int]:
     return done
 
 
-def _abort(session, close, message: str):
-    if close:
-        session.run(close)
+def _abort(session, close, cluster: Cluster, message: str):
+    """Closes this task's queues, stays up while the workers take that in (bounded), then fails."""
+    session.run(close)
+    deadline = time.monotonic() + min(cluster.timeout, ABORT_GRACE_SECONDS)
+    while any(is_listening(a) for a in cluster.workers) and time.monotonic() < deadline:
+        time.sleep(POLL_SECONDS)
     raise ClusterError(message)
