@@ -257,3 +257,12 @@ def test_a_ps_whose_workers_never_come_up_exits_by_itself():
     assert p.stderr.strip().splitlines()[-1] == ("hpcnn: error: ps 0: worker(s) 0 did not come up within 2 s "
                                                  "(--cluster_timeout_secs); shutting the cluster down")
     assert "Traceback" not in p.stderr
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_bfloat16_trains_in_a_cluster_like_on_one_process(tmp_path):
+    flags = BASE + ["--model=lenet", "--use_fp16"]
+    run, (record,) = _worker_records(tmp_path, flags, 1, 1)
+    assert record["config"]["precision"] == "bf16"
+    np.testing.assert_allclose(record["losses"], _single_process_losses(model="lenet", precision="bf16"), rtol=1e-2)
