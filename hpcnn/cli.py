@@ -127,6 +127,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("usage: hpcnn [--flag=value ...]  (tf_cnn_benchmarks' flags)\n")
         print(_define_flags().get_help())
         return 0
+    config = None
     try:
         config = parse_config(argv)
         if config.is_distributed:
@@ -136,19 +137,24 @@ def main(argv: Optional[List[str]] = None) -> int:
         else:
             run_benchmark(config)
     except ConfigError as e:
-        print(f"hpcnn: error: {e}", file=sys.stderr)
-        return USAGE_ERROR
-    except DataError as e:
-        print(f"hpcnn: error: {e}", file=sys.stderr)
-        return 1
-    except ClusterError as e:
-        # TensorFlow's server cannot be stopped and may block interpreter exit
-        # while its peers are gone: leave at once, output flushed.
-        print(f"hpcnn: error: {e}", file=sys.stderr)
+        return _fail(e, USAGE_ERROR, config)
+    except (DataError, ClusterError) as e:
+        return _fail(e, 1, config)
+    return 0
+
+
+def _fail(error: Exception, code: int, config: Optional[BenchmarkConfig]) -> int:
+    """Prints the one error line; a cluster task then leaves at once.
+
+    TensorFlow's server cannot be stopped and may block interpreter exit while
+    its peers are gone, so a task that started one exits with output flushed.
+    """
+    print(f"hpcnn: error: {error}", file=sys.stderr)
+    if config is not None and config.is_distributed:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(1)
-    return 0
+        os._exit(code)
+    return code
 
 
 if __name__ == "__main__":

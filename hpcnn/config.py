@@ -153,8 +153,7 @@ class BenchmarkConfig:
                               f"with {len(hosts)} task(s); allowed: 0..{len(hosts) - 1}")
         if not self.cluster_timeout_secs > 0:
             raise ConfigError(f"--cluster_timeout_secs={self.cluster_timeout_secs} must be > 0")
-        refused = [(self.data_dir is not None, "--data_dir (real data runs on one process for now)"),
-                   (self.staged_vars, "--staged_vars"), (self.input_only, "--input_only"),
+        refused = [(self.staged_vars, "--staged_vars"), (self.input_only, "--input_only"),
                    (self.xla_compile, "--xla_compile"),
                    (bool(self.use_nccl), "--use_nccl=True (a worker averages its devices' gradients on its first "
                                          "device)")]

@@ -82,7 +82,6 @@ BAD = [
     (["--variable_update=collective_all_reduce"], "runs across processes; it needs --worker_hosts"),
     ([PS1, W2, "--job_name=worker", "--cluster_timeout_secs=0"], "--cluster_timeout_secs=0.0 must be > 0"),
     ([PS1, W2, "--job_name=worker", "--staged_vars"], "--staged_vars is not supported in a distributed run"),
-    ([PS1, W2, "--job_name=worker", "--data_dir=/tmp"], "--data_dir (real data runs on one process for now)"),
 ]
 
 

@@ -12,8 +12,10 @@ import pytest
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.config import BenchmarkConfig
+from hpcnn.data_tool import main as data_main
 from hpcnn.distributed.launcher import KILLED_BY_LAUNCHER, LocalCluster, free_ports, run_local_cluster
 from hpcnn.distributed.launcher import main as launcher_main
+from unit_tests.helpers import write_bad_dataset
 
 def test_free_ports_are_distinct_and_bindable():
     ports = free_ports(5)
@@ -266,3 +268,32 @@ def test_bfloat16_trains_in_a_cluster_like_on_one_process(tmp_path):
     run, (record,) = _worker_records(tmp_path, flags, 1, 1)
     assert record["config"]["precision"] == "bf16"
     np.testing.assert_allclose(record["losses"], _single_process_losses(model="lenet", precision="bf16"), rtol=1e-2)
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_real_data_feeds_every_worker_of_a_distributed_replicated_cluster(tmp_path):
+    data = tmp_path / "imagenet"
+    assert data_main(["make-synthetic", "--out", str(data), "--num-images", "48", "--num-classes", "5",
+                      "--height", "48", "--width", "64", "--shards", "3"]) == 0
+    flags = BASE + ["--model=tiny_resnet", f"--data_dir={data}", "--num_gpus=2",
+                    "--variable_update=distributed_replicated"]
+    run, records = _worker_records(tmp_path, flags, 1, 2)
+    for r in records:
+        assert r["config"]["data_dir"] == str(data) and all(np.isfinite(r["losses"]))
+        assert [c["max_copy_diff"] for c in r["distributed"]["sync_checks"]] == [0.0] * 4
+    assert "cluster total images/sec" in run.worker(0).output
+
+
+@pytest.mark.distributed
+@pytest.mark.slow
+def test_a_bad_image_in_a_cluster_names_the_file_and_ends_the_cluster(tmp_path):
+    bad_file = write_bad_dataset(tmp_path, "image")
+    flags = ["--model=tiny_resnet", f"--data_dir={tmp_path}", "--batch_size=2", "--num_batches=100",
+             "--num_warmup_batches=0", "--nodistortions", "--cluster_timeout_secs=120"]
+    run = run_local_cluster(1, 2, flags, timeout=CLUSTER_TIMEOUT)
+    assert all(t.returncode == 1 for t in run.tasks), [(t.name, t.returncode) for t in run.tasks]
+    last_lines = [t.output.strip().splitlines()[-1] for t in run.tasks]
+    assert any(line.startswith("hpcnn: error: worker ") and f"bad input data: {bad_file}" in line
+               for line in last_lines), last_lines
+    assert all(line.startswith("hpcnn: error: ") for line in last_lines)

@@ -10,10 +10,10 @@ import tensorflow as tf
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.config import ConfigError
-from hpcnn.data_tool import example, main as data_main, write_shards
+from hpcnn.data_tool import main as data_main
 from hpcnn.inputs import StagedInput, pipeline, records
 from hpcnn.inputs.records import DataError
-from unit_tests.helpers import config
+from unit_tests.helpers import config, write_bad_dataset
 
 DEVICES = ["/device:CPU:0", "/device:CPU:1"]
 
@@ -36,10 +36,11 @@ def _held(staged):
 
 def test_warm_up_runs_a0_then_a1_b0_and_every_step_runs_c_n_b_n1_a_n2():
     staged = StagedInput(_id_dataset(2), DEVICES)
-    staged._warm_a()
+    warm_a, warm_ab = [pipeline._for_effect(stage) for stage in staged.warm_up_stages()]
+    warm_a()
     assert _held(staged) == (0, [0, 0])  # A0: batch 0 on the host, devices still empty (zeros)
     assert not staged.staged[1][1].numpy().any()
-    staged._warm_ab()
+    warm_ab()
     assert _held(staged) == (1, [0, 1])  # A1 B0: device d holds batch 0 (100*0 + d)
     step = tf.function(lambda: [(x[0, 0, 0, 0], y[0]) for x, y in staged.next_batches()], autograph=False)
     consumed = []
@@ -49,6 +50,22 @@ def test_warm_up_runs_a0_then_a1_b0_and_every_step_runs_c_n_b_n1_a_n2():
         assert [int(x) for x, _ in out] == [100 * n, 100 * n + 1]  # C(n) on each device gets its slice
         assert _held(staged) == (n + 2, [100 * (n + 1), 100 * (n + 1) + 1])  # B(n+1), A(n+2)
     assert consumed == list(range(6))  # every batch consumed once, in order
+
+
+def test_the_same_stages_run_in_a_graph_session_as_a_cluster_worker_runs_them():
+    graph = tf.Graph()
+    with graph.as_default():
+        staged = StagedInput(_id_dataset(2), DEVICES)
+        warm = [stage() for stage in staged.warm_up_stages()]
+        step = [(x[0, 0, 0, 0], y[0]) for x, y in staged.next_batches()], staged.staging_ops
+        init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session(graph=graph) as session:
+        session.run([init, staged.initializer])
+        for ops in warm:
+            session.run(ops)
+        for n in range(4):
+            out, _ = session.run(step)
+            assert [int(x) for x, _ in out] == [100 * n, 100 * n + 1] and int(out[0][1]) == n
 
 
 def test_each_buffer_holds_one_batch_and_compute_never_waits_on_the_other_stages():
@@ -156,23 +173,10 @@ def test_bad_data_dirs_are_usage_errors(tmp_path):
         config(input_only=True)
 
 
-def _write_bad_dataset(tmp_path, kind):
-    good = [example(tf.io.encode_jpeg(tf.zeros([40, 40, 3], tf.uint8)).numpy(), 1, 40, 40) for _ in range(6)]
-    if kind == "image":
-        good[3] = example(b"this is not a jpeg", 1, 40, 40)
-    paths = write_shards(str(tmp_path), "train", good, 2)
-    if kind == "record":
-        shard = tmp_path / os.path.basename(paths[1])
-        data = bytearray(shard.read_bytes())
-        data[len(data) // 2] ^= 0xFF  # flip a byte inside a record: its CRC no longer matches
-        shard.write_bytes(bytes(data))
-    return paths[1]
-
-
 @pytest.mark.parametrize("kind,what", [("image", "record 1 holds an unreadable example or image"),
                                        ("record", "corrupt record")])
 def test_a_bad_record_or_image_is_an_error_naming_the_file(tmp_path, kind, what):
-    bad_file = _write_bad_dataset(tmp_path, kind)
+    bad_file = write_bad_dataset(tmp_path, kind)
     with pytest.raises(DataError) as e:
         bench = Benchmark(config(model="tiny_resnet", data_dir=str(tmp_path), batch_size=2, num_classes=5,
                                  distortions=False))
@@ -183,7 +187,7 @@ def test_a_bad_record_or_image_is_an_error_naming_the_file(tmp_path, kind, what)
 
 
 def test_cli_reports_bad_data_in_one_line(tmp_path):
-    bad_file = _write_bad_dataset(tmp_path, "image")
+    bad_file = write_bad_dataset(tmp_path, "image")
     env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
     p = subprocess.run([sys.executable, "-m", "hpcnn.cli", "--model=tiny_resnet", f"--data_dir={tmp_path}",
                         "--batch_size=2", "--num_batches=60", "--num_warmup_batches=0", "--nodistortions"],

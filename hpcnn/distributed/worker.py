@@ -12,7 +12,8 @@ from hpcnn.benchmark import Benchmark, BenchmarkResult
 from hpcnn.config import BenchmarkConfig
 from hpcnn.distributed.cluster import Cluster, ClusterError, first_line
 from hpcnn.distributed.queues import ClusterQueues
-from hpcnn.inputs.synthetic import SyntheticInput
+from hpcnn.inputs import make_input
+from hpcnn.inputs.records import DataError
 from hpcnn.train_step import Model
 from hpcnn.variable_update import make_variable_update
 
@@ -23,6 +24,7 @@ class DistributedBenchmark(Benchmark):
     Raises (from the constructor and ``run``):
       ConfigError: this task's port is in use.
       ClusterError: a peer was unreachable, went away, or a step exceeded the cluster timeout.
+      DataError: the input pipeline met a corrupt record or image (named).
     """
 
     def __init__(self, config: BenchmarkConfig):
@@ -38,8 +40,8 @@ class DistributedBenchmark(Benchmark):
         self.devices = [f"{c.task_device('worker', c.task)}/device:{kind}:{i}" for i in range(config.num_gpus)]
         self.model = Model(config)
         self.graph = tf.Graph()
-        with self.graph.as_default():
-            self._build_graph()
+        with self.graph.as_default(), tf.device(c.task_device("worker", c.task)):
+            self._build_graph()  # every op without a device of its own stays on this worker
         peers = ["/job:ps"] if self.uses_ps else []
         session_proto = c.session_proto(proto, peers)
         self.session = tf.compat.v1.Session(self.server.target, graph=self.graph, config=session_proto)
@@ -53,13 +55,14 @@ class DistributedBenchmark(Benchmark):
     def _build_graph(self):
         c, cfg = self.cluster, self.config
         n = len(self.devices)
-        self.input = SyntheticInput(self.devices, cfg.batch_size, self.model.input_shape, cfg.num_classes,
-                                    self.model.compute_dtype, cfg.tf_random_seed, first_replica=c.task * n,
-                                    total_replicas=c.num_workers * n)
+        self.input = make_input(cfg, self.devices, self.model.input_shape, self.model.compute_dtype,
+                                first_replica=c.task * n, total_replicas=c.num_workers * n)
         self.strategy = make_variable_update(self.model, self.devices, cfg, cluster=c)
         self.strategy.build()
+        self.warm_up_ops = [stage() for stage in self.input.warm_up_stages()]
         batches = self.input.next_batches()
         self.loss = (self.strategy.forward_step if cfg.forward_only else self.strategy.train_step)(batches)
+        self.step = [self.loss] + ([self.input.staging_ops] if self.input.staging_ops is not None else [])
         self.checks = self.strategy.checks() if cfg.check_copies else None
         with tf.device(self.devices[0]):
             self.global_step = tf.identity(self.strategy.global_step)
@@ -69,7 +72,8 @@ class DistributedBenchmark(Benchmark):
         self.init_shared = tf.compat.v1.variables_initializer(shared)
         if not c.is_chief:
             self.uninitialized_shared = tf.compat.v1.report_uninitialized_variables(shared)
-        self.init_local = tf.compat.v1.variables_initializer(local)
+        self.init_local = tf.group(tf.compat.v1.variables_initializer(local),
+                                   *([self.input.initializer] if self.input.initializer is not None else []))
         if self.uses_ps:
             self.queues = ClusterQueues(c)
             self.stats_in = tf.compat.v1.placeholder(tf.float64, [3])
@@ -95,13 +99,15 @@ class DistributedBenchmark(Benchmark):
                                        f"within {c.timeout:g} s (--cluster_timeout_secs)")
                 time.sleep(0.2)
         self._run(self.init_local, "initialising this worker's variables")
+        for ops in self.warm_up_ops:
+            self._run(ops, "filling the input pipeline")
 
     def run_steps(self, count: int) -> tuple:
         times, losses = [], []
         for _ in range(count):
             self.step_count += 1
             start = time.perf_counter()
-            loss = self._run(self.loss, f"step {self.step_count}")
+            loss = self._run(self.step, f"step {self.step_count}")[0]
             times.append(time.perf_counter() - start)
             losses.append(float(loss))
             if self.checks is not None:
@@ -157,6 +163,11 @@ class DistributedBenchmark(Benchmark):
         except (tf.errors.CancelledError, tf.errors.OutOfRangeError, tf.errors.AbortedError):
             raise ClusterError(f"worker {self.cluster.task}: the cluster was shut down during {what} "
                                "(a peer task went away)") from None
+        except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+            message = self.input.diagnose(e)
+            if message is None:
+                raise
+            raise DataError(f"worker {self.cluster.task}: {message}") from None
         except tf.errors.UnavailableError as e:
             raise ClusterError(f"worker {self.cluster.task}: lost contact with a peer task during {what} "
                                f"({first_line(e)})") from None

@@ -83,8 +83,15 @@ class StagedInput:
         self.devices = list(devices)
         self.data_format = data_format
         specs = dataset.element_spec
-        self.iterator = iter(dataset)
-        with tf.device("/device:CPU:0"):
+        # The host is the CPU of the task that owns the devices (a cluster worker's own CPU).
+        host = self.devices[0].split("/device:")[0] + "/device:CPU:0"
+        with tf.device(host):
+            if tf.executing_eagerly():
+                self.iterator = iter(dataset)
+                self.initializer = None
+            else:  # a cluster worker's graph: the session runs ``initializer`` once
+                self.iterator = tf.compat.v1.data.make_initializable_iterator(dataset)
+                self.initializer = self.iterator.initializer
             self.host = [tf.Variable(tf.zeros(s.shape, s.dtype), trainable=False, name=f"host_stage{k}")
                          for k, s in enumerate(specs)]
         self.staged: List[List[tf.Variable]] = []
@@ -93,47 +100,72 @@ class StagedInput:
                 self.staged.append([tf.Variable(tf.zeros(self._device_shape(k, s.shape[1:]), s.dtype),
                                                 trainable=False, name=f"device{i}_stage{k}")
                                     for k, s in enumerate(specs)])
-        self._warm_a = tf.function(self._stage_a, autograph=False)
-        self._warm_ab = tf.function(lambda: (self._stage_b(), self._stage_a()), autograph=False)
 
     def _device_shape(self, component, shape):
         if component == 0 and self.data_format == "NCHW":
             return [shape[0], shape[3], shape[1], shape[2]]
         return shape
 
-    def _stage_a(self):
-        """Host buffer <- the next element of the dataset."""
-        element = self.iterator.get_next()
-        for var, value in zip(self.host, element):
-            var.assign(value, read_value=False)
-        return element
+    def _stage_a(self, after=()):
+        """Host buffer <- the next element of the dataset (once ``after`` has run); returns the assigns."""
+        with tf.control_dependencies(after):
+            element = self.iterator.get_next()
+            return [var.assign(value, read_value=False) for var, value in zip(self.host, element)]
 
-    def _stage_b(self):
-        """Each device's buffer <- its slice of the host buffer."""
-        values = [tf.identity(v) for v in self.host]
+    def _stage_b(self, after=()):
+        """Each device's buffer <- its slice of the host buffer (once ``after`` has run).
+
+        Returns (the host values read, the assigns).
+        """
+        with tf.control_dependencies(after):
+            values = [tf.identity(v) for v in self.host]
+        assigns = []
         for i, device in enumerate(self.devices):
             with tf.device(device):
                 for k, (var, value) in enumerate(zip(self.staged[i], values)):
                     x = value[i]
                     if k == 0 and self.data_format == "NCHW":
                         x = tf.transpose(x, [0, 3, 1, 2])
-                    var.assign(x, read_value=False)
-        return values
+                    assigns.append(var.assign(x, read_value=False))
+        return values, assigns
+
+    def _stage_ba(self, after=()):
+        """B then A: A overwrites the host buffer only after B has read it."""
+        values, assigns = self._stage_b(after)
+        return assigns + self._stage_a(values)
+
+    def warm_up_stages(self):
+        """What fills the pipeline, in order: A0, then A1 B0 (each builds and returns one step's ops)."""
+        return [self._stage_a, self._stage_ba]
 
     def warm_up(self) -> None:
-        """Fills the pipeline: A0, then A1 B0."""
-        self._warm_a()
-        self._warm_ab()
+        """Fills the pipeline eagerly (a cluster worker runs ``warm_up_stages`` in its session)."""
+        if not hasattr(self, "_warm"):
+            self._warm = [_for_effect(stage) for stage in self.warm_up_stages()]
+        for stage in self._warm:
+            stage()
 
     def next_batches(self):
-        """Inside the step: this step's per-device batches (C(n)); schedules B(n+1) and A(n+2)."""
+        """Inside the step: this step's per-device batches (C(n)); schedules B(n+1) and A(n+2).
+
+        The orders C before B and B before A are explicit, so they hold in a plain
+        graph too; there the caller must also run ``staging_ops`` with the step
+        (tf.function runs them by itself).
+        """
         batches = []
         for device, buffers in zip(self.devices, self.staged):
             with tf.device(device):
                 batches.append(tuple(tf.identity(v) for v in buffers))
-        self._stage_b()
-        self._stage_a()
+        self.staging_ops = tf.group(self._stage_ba([t for b in batches for t in b]))
         return batches
+
+
+def _for_effect(stage):
+    """``stage`` compiled to run for its assignments (a tf.function may not return ops)."""
+    def run():
+        stage()
+
+    return tf.function(run, autograph=False)
 
 
 class ImagenetInput(StagedInput):
@@ -147,7 +179,8 @@ class ImagenetInput(StagedInput):
 
     def __init__(self, config, devices, image_size: int, dtype):
         self.shards = records.list_shards(config.data_dir, "train")
-        ds = process_images(read_records(self.shards, seed=config.tf_random_seed), image_size, config.distortions,
+        seed = config.tf_random_seed + config.task_index  # cluster workers read in different orders
+        ds = process_images(read_records(self.shards, seed=seed), image_size, config.distortions,
                             dtype, config.batch_size, len(devices))
         super().__init__(ds, devices, config.resolved_data_format)
 

@@ -34,6 +34,12 @@ class SyntheticInput:
                 self.batches.append((tf.Variable(tf.cast(images[sl], dtype), trainable=False, name=f"images{i}"),
                                      tf.Variable(labels[sl], trainable=False, name=f"labels{i}")))
 
+    initializer = None
+    staging_ops = None  # nothing moves between steps
+
+    def warm_up_stages(self):
+        return []
+
     def warm_up(self) -> None:
         """Nothing to fill: the data already live on the devices."""
 
