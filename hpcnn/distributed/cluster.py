@@ -45,9 +45,12 @@ class Cluster:
     def num_workers(self) -> int:
         return len(self.workers)
 
+    def hosts(self, job: str) -> Tuple[str, ...]:
+        return self.ps if job == "ps" else self.workers
+
     @property
     def address(self) -> str:
-        return (self.ps if self.job == "ps" else self.workers)[self.task]
+        return self.hosts(self.job)[self.task]
 
     def spec(self) -> tf.train.ClusterSpec:
         jobs = {"worker": list(self.workers)}
@@ -63,7 +66,7 @@ class Cluster:
         return [self.task_device("ps", k) + "/device:CPU:0" for k in range(len(self.ps))]
 
     def describe(self, job: str, task: int) -> str:
-        return f"{job} {task} ({(self.ps if job == 'ps' else self.workers)[task]})"
+        return f"{job} {task} ({self.hosts(job)[task]})"
 
     # -- servers and sessions -------------------------------------------------------
     def start_server(self, proto: tf.compat.v1.ConfigProto) -> tf.distribute.Server:
@@ -100,8 +103,7 @@ class Cluster:
         """
         deadline = time.monotonic() + self.timeout
         for k in tasks:
-            address = (self.ps if job == "ps" else self.workers)[k]
-            while not is_listening(address):
+            while not is_listening(self.hosts(job)[k]):
                 if time.monotonic() > deadline:
                     raise ClusterError(f"cannot reach {self.describe(job, k)} within {self.timeout:g} s "
                                        "(--cluster_timeout_secs); is it running?")
@@ -130,7 +132,7 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def first_line(error: Exception) -> str:
+def describe_remote_error(error: Exception) -> str:
     """The meaningful part of a TensorFlow error: "<task>: <reason>" where the runtime names the task."""
     text = getattr(error, "message", None) or str(error)
     lines = [line.strip() for line in text.splitlines()

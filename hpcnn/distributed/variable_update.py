@@ -104,9 +104,7 @@ class DistributedReplicated(DistributedParameterServer):
         return refresh
 
     def _max_copy_diff(self):
-        diffs = [tf.reduce_max(tf.abs(tf.cast(p[n], tf.float64) - tf.cast(self.master[n], tf.float64)))
-                 for p in self.local for n in p]
-        return tf.reduce_max(tf.stack(diffs))
+        return _max_diff(self.local, self.master)
 
 
 class CollectiveAllReduce(_WorkerMeans, _PerDeviceCopies):
@@ -155,10 +153,8 @@ class CollectiveAllReduce(_WorkerMeans, _PerDeviceCopies):
     def checks(self):
         first = self.replicas[0]
         with tf.device(self.devices[0]):
-            diffs = [tf.reduce_max(tf.abs(tf.cast(p[n], tf.float64) - tf.cast(first[n], tf.float64)))
-                     for p in self.replicas[1:] for n in p]
             return {"global_step": self.global_step.read_value(), "master_digest": _digest(first),
-                    "max_copy_diff": tf.reduce_max(tf.stack(diffs)) if diffs else tf.constant(0.0, tf.float64)}
+                    "max_copy_diff": _max_diff(self.replicas[1:], first)}
 
 
 class SyncExchange:
@@ -221,6 +217,13 @@ class AsyncExchange:
         with tf.control_dependencies(ops):
             with tf.device(self.global_step.device):
                 return [self.global_step.assign_add(1, read_value=False)]
+
+
+def _max_diff(copies: List[Params], reference: Params) -> tf.Tensor:
+    """The largest absolute difference between any copy's weight and the reference's, in float64."""
+    diffs = [tf.reduce_max(tf.abs(tf.cast(p[n], tf.float64) - tf.cast(reference[n], tf.float64)))
+             for p in copies for n in p]
+    return tf.reduce_max(tf.stack(diffs)) if diffs else tf.constant(0.0, tf.float64)
 
 
 def _digest(params: Params) -> tf.Tensor:

@@ -10,7 +10,7 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 
 from hpcnn.benchmark import Benchmark, BenchmarkResult
 from hpcnn.config import BenchmarkConfig
-from hpcnn.distributed.cluster import Cluster, ClusterError, first_line
+from hpcnn.distributed.cluster import Cluster, ClusterError, describe_remote_error
 from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.inputs import make_input
 from hpcnn.inputs.records import DataError
@@ -74,14 +74,13 @@ class DistributedBenchmark(Benchmark):
             self.uninitialized_shared = tf.compat.v1.report_uninitialized_variables(shared)
         self.init_local = tf.group(tf.compat.v1.variables_initializer(local),
                                    *([self.input.initializer] if self.input.initializer is not None else []))
+        self.stats_in = tf.compat.v1.placeholder(tf.float64, [3])  # (images, window start, window end)
         if self.uses_ps:
             self.queues = ClusterQueues(c)
-            self.stats_in = tf.compat.v1.placeholder(tf.float64, [3])
             self.put_stats = self.queues.stats.enqueue(self.stats_in)
             self.take_stats = self.queues.stats.dequeue_many(c.num_workers)
             self.say_done = [q.enqueue(tf.constant(c.task, tf.int64)) for q in self.queues.done.values()]
         else:
-            self.stats_in = tf.compat.v1.placeholder(tf.float64, [3])
             with tf.device(self.devices[0]):
                 self.cluster_stats = _all_workers(self.stats_in, c.num_workers)
 
@@ -125,8 +124,8 @@ class DistributedBenchmark(Benchmark):
     def _summary_lines(self, window) -> List[str]:
         """Gathers every worker's (images, start, end); the chief prints the cluster's rate."""
         cfg = self.config
-        mine = [cfg.global_batch_size * cfg.num_batches, time.time() - (time.perf_counter() - window[0]),
-                time.time() - (time.perf_counter() - window[1])]
+        to_wall_clock = time.time() - time.perf_counter()  # workers' windows meet on the wall clock
+        mine = [cfg.global_batch_size * cfg.num_batches, window[0] + to_wall_clock, window[1] + to_wall_clock]
         if self.uses_ps:
             self._run(self.put_stats, "reporting this worker's images/sec", {self.stats_in: mine})
             if not self.cluster.is_chief:
@@ -170,7 +169,7 @@ class DistributedBenchmark(Benchmark):
             raise DataError(f"worker {self.cluster.task}: {message}") from None
         except tf.errors.UnavailableError as e:
             raise ClusterError(f"worker {self.cluster.task}: lost contact with a peer task during {what} "
-                               f"({first_line(e)})") from None
+                               f"({describe_remote_error(e)})") from None
 
 
 def _server_proto(config: BenchmarkConfig) -> tf.compat.v1.ConfigProto:
