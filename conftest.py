@@ -1,10 +1,11 @@
-"""Test-wide setup: markers declared once, hardware-driven skips, logical CPU devices.
+"""Test-wide setup: the CPU backend, markers declared once, hardware-driven skips, logical CPU devices.
 
 Markers:
   perf: a performance measurement (perf_tests/); never part of the unit run.
   gpu: needs a CUDA GPU; skipped where TensorFlow sees none.
   distributed: starts ps/worker processes on 127.0.0.1.
   slow: takes more than a few seconds on a 2-core CPU.
+  nchw: runs NCHW kernels on the CPU; skipped where this session's CPU backend has none.
 """
 
 import pytest
@@ -14,6 +15,7 @@ MARKERS = {
     "gpu": "needs a CUDA GPU visible to TensorFlow",
     "distributed": "starts TensorFlow servers on 127.0.0.1",
     "slow": "takes more than a few seconds on a 2-core CPU",
+    "nchw": "runs NCHW kernels on the CPU (oneDNN has them; TensorFlow's default CPU kernels do not)",
 }
 
 # Multi-device tests run on logical CPU devices. TensorFlow can split the CPU only
@@ -22,6 +24,8 @@ NUM_LOGICAL_CPUS = 4
 
 
 def pytest_addoption(parser):
+    parser.addoption("--onednn", default="auto", choices=["auto", "on", "off"],
+                     help="CPU backend of the test session (as hpcnn --onednn); fixed before TensorFlow loads")
     # Declared here, not in perf_tests/, because pytest reads options only from
     # the root conftest whatever paths a run names.
     g = parser.getgroup("hpcnn perf suite")
@@ -38,6 +42,9 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
+    from hpcnn import backend
+
+    backend.apply(config.getoption("--onednn"))  # before anything imports TensorFlow
     from hpcnn.devices import ensure_logical_cpus
 
     ensure_logical_cpus(NUM_LOGICAL_CPUS)
@@ -46,9 +53,16 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     import tensorflow as tf
 
-    if tf.config.list_physical_devices("GPU"):
-        return
-    skip_gpu = pytest.mark.skip(reason="no GPU visible to TensorFlow on this machine")
+    from hpcnn.devices import cpu_runs_nchw
+
+    skips = {}
+    if not tf.config.list_physical_devices("GPU"):
+        skips["gpu"] = pytest.mark.skip(reason="no GPU visible to TensorFlow on this machine")
+    if any(item.get_closest_marker("nchw") for item in items) and not cpu_runs_nchw():
+        skips["nchw"] = pytest.mark.skip(reason=(
+            "this session's CPU backend (oneDNN off) has no NCHW kernels; the NCHW layout is checked in oneDNN "
+            "processes by test_backend.py::test_nchw_under_onednn_matches_nhwc_under_either_backend"))
     for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip_gpu)
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker):  # markers only: parameter ids are keywords too
+                item.add_marker(skip)

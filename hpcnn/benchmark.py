@@ -11,6 +11,7 @@ from typing import Callable, List, Optional
 
 import tensorflow as tf
 
+from hpcnn import backend
 from hpcnn import devices as devices_lib
 from hpcnn import hardware
 from hpcnn.config import BenchmarkConfig
@@ -66,6 +67,7 @@ class Benchmark:
 
     def __init__(self, config: BenchmarkConfig, step_hook: Optional[Callable] = None):
         self.config = config
+        self.backend = backend.check(config.onednn)
         self.devices = devices_lib.setup_devices(config)
         self.model = Model(config)
         self.input = make_input(config, self.devices, self.model.input_shape, self.model.compute_dtype)
@@ -161,13 +163,23 @@ class Benchmark:
         log(f"Num batches: {c.num_batches}")
         log(f"Devices:     {self.devices}")
         log(f"Data format: {c.resolved_data_format}")
-        log(f"Precision:   {c.precision}")
+        log(f"CPU backend: {self.backend.line()}")
+        log(f"Precision:   {c.precision}{_precision_note(c)}")
         log(f"Optimizer:   {c.optimizer}")
         log(f"Variables:   {c.variable_update}" + (" (staged)" if c.staged_vars else ""))
         if c.is_distributed:
             log(f"Cluster:     worker {c.task_index} of {c.num_workers}, {len(c.ps_hosts)} ps, "
                 + ("synchronous" if c.cross_replica_sync else "asynchronous"))
         log(RULE)
+
+
+def _precision_note(c: BenchmarkConfig) -> str:
+    """Says when bfloat16 runs on a CPU without bfloat16 hardware (emulated, slower than fp32)."""
+    tier = hardware.isa_tier(hardware.cpu_flags())
+    if c.device == "cpu" and c.precision == "bf16" and not hardware.has_native_bf16(tier):
+        return (f" (emulated: this CPU ({tier}) has no AVX512-BF16 or AMX, so bf16 trains slower than fp32 here; "
+                "see the README)")
+    return ""
 
 
 def _consume(batches):

@@ -1,4 +1,9 @@
-"""``hpcnn``: tf_cnn_benchmarks' flags in, one BenchmarkConfig out, one library call."""
+"""``hpcnn``: tf_cnn_benchmarks' flags in, one BenchmarkConfig out, one library call.
+
+The CPU backend (``--onednn``) must be fixed before TensorFlow loads, so flags
+are parsed first (absl needs no TensorFlow), the backend is applied, and only
+then are TensorFlow and the engine imported.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +13,11 @@ from typing import List, Optional
 
 from absl import flags
 
+from hpcnn import backend
+from hpcnn.config import (
+    DATA_FORMATS, DEVICES, ONEDNN, OPTIMIZERS, PRECISIONS, VARIABLE_UPDATES, BenchmarkConfig, ConfigError)
+from hpcnn.errors import RunError
+
 
 def _import_tensorflow_quietly():
     """Imports TensorFlow with its native start-up notices silenced.
@@ -16,7 +26,7 @@ def _import_tensorflow_quietly():
     during import, ignoring TF_CPP_MIN_LOG_LEVEL; they would bury our one-line
     errors. A user who sets TF_CPP_MIN_LOG_LEVEL themselves sees everything.
     """
-    if "TF_CPP_MIN_LOG_LEVEL" in os.environ:
+    if "TF_CPP_MIN_LOG_LEVEL" in os.environ or "tensorflow" in sys.modules:
         return
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "2"
     saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
@@ -29,14 +39,6 @@ def _import_tensorflow_quietly():
         os.close(saved)
         os.close(devnull)
 
-
-_import_tensorflow_quietly()
-
-from hpcnn.benchmark import run_benchmark  # noqa: E402
-from hpcnn.distributed.cluster import ClusterError  # noqa: E402
-from hpcnn.inputs.records import DataError  # noqa: E402
-from hpcnn.config import (  # noqa: E402
-    DATA_FORMATS, DEVICES, OPTIMIZERS, PRECISIONS, VARIABLE_UPDATES, BenchmarkConfig, ConfigError)
 
 USAGE_ERROR = 2
 
@@ -77,6 +79,10 @@ def _define_flags() -> flags.FlagValues:
     flags.DEFINE_string("precision", None, f"{'|'.join(PRECISIONS)} (default fp32).", flag_values=f)
     flags.DEFINE_boolean("use_fp16", False, "Mixed precision: float16 on gpu, bfloat16 on cpu.", flag_values=f)
     flags.DEFINE_boolean("xla_compile", d.xla_compile, "Compile the step with XLA.", flag_values=f)
+    flags.DEFINE_string("onednn", d.onednn, f"CPU backend: {'|'.join(ONEDNN)} (auto: oneDNN where it is faster; "
+                        "see the README).", flag_values=f)
+    flags.DEFINE_boolean("mkl", None, "tf_cnn_benchmarks' name: --mkl is --onednn=on, --nomkl --onednn=off.",
+                         flag_values=f)
     flags.DEFINE_integer("tf_random_seed", d.tf_random_seed, "Seed for weights and synthetic data.",
                          flag_values=f)
     flags.DEFINE_integer("num_intra_threads", 0, "Intra-op threads (0: TensorFlow's choice).", flag_values=f)
@@ -94,11 +100,13 @@ def _define_flags() -> flags.FlagValues:
     return f
 
 
-def parse_config(argv: List[str]) -> BenchmarkConfig:
-    """Parses tf_cnn_benchmarks-style ``argv`` (without the program name).
+def parse_flags(argv: List[str]) -> dict:
+    """Parses tf_cnn_benchmarks-style ``argv`` (without the program name) into config fields.
+
+    Imports no TensorFlow, so the CPU backend can be applied from the result.
 
     Raises:
-      ConfigError: unknown flag, unparsable value, or an invalid configuration.
+      ConfigError: unknown flag, unparsable value, or contradicting flags.
     """
     f = _define_flags()
     try:
@@ -115,9 +123,24 @@ def parse_config(argv: List[str]) -> BenchmarkConfig:
     elif use_fp16 and precision == "fp32":
         raise ConfigError("--use_fp16 contradicts --precision=fp32; give one of them")
     values["precision"] = precision
+    mkl = values.pop("mkl")
+    if mkl is not None:
+        implied = "on" if mkl else "off"
+        if f["onednn"].present and values["onednn"] != implied:
+            raise ConfigError(f"--{'' if mkl else 'no'}mkl contradicts --onednn={values['onednn']}; give one of them")
+        values["onednn"] = implied
     values["ps_hosts"] = tuple(values["ps_hosts"])
     values["worker_hosts"] = tuple(values["worker_hosts"])
-    return BenchmarkConfig(**values)
+    return values
+
+
+def parse_config(argv: List[str]) -> BenchmarkConfig:
+    """``parse_flags`` then the validated config (which imports TensorFlow for the model registry).
+
+    Raises:
+      ConfigError: unknown flag, unparsable value, or an invalid configuration.
+    """
+    return BenchmarkConfig(**parse_flags(argv))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -129,16 +152,21 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 0
     config = None
     try:
-        config = parse_config(argv)
+        values = parse_flags(argv)
+        backend.apply(values["onednn"])
+        _import_tensorflow_quietly()
+        config = BenchmarkConfig(**values)
         if config.is_distributed:
             from hpcnn.distributed import run_task
 
             run_task(config)
         else:
+            from hpcnn.benchmark import run_benchmark
+
             run_benchmark(config)
     except ConfigError as e:
         return _fail(e, USAGE_ERROR, config)
-    except (DataError, ClusterError) as e:
+    except RunError as e:
         return _fail(e, 1, config)
     return 0
 

@@ -19,6 +19,7 @@ PS_UPDATES = ("parameter_server", "distributed_replicated")
 JOB_NAMES = ("ps", "worker")
 OPTIMIZERS = ("sgd", "momentum", "rmsprop", "adam")
 PRECISIONS = ("fp32", "bf16", "fp16")
+ONEDNN = ("auto", "on", "off")  # the CPU backend (hpcnn.backend), fixed before TensorFlow loads
 DATA_NAMES = ("imagenet", "cifar10")
 
 
@@ -61,6 +62,7 @@ class BenchmarkConfig:
     precision: str = "fp32"
     fp16_loss_scale: float = 128.0
     xla_compile: bool = False
+    onednn: str = "auto"  # applied by hpcnn.backend.apply before TensorFlow loads; checked by the run
     tf_random_seed: int = 1234
     num_intra_threads: int = 0
     num_inter_threads: int = 0
@@ -89,6 +91,7 @@ class BenchmarkConfig:
         _choice("variable_update", self.variable_update, VARIABLE_UPDATES)
         _choice("optimizer", self.optimizer, OPTIMIZERS)
         _choice("precision", self.precision, PRECISIONS)
+        _choice("onednn", self.onednn, ONEDNN)
         _choice("data_name", self.data_name, DATA_NAMES)
         if self.data_format is not None:
             _choice("data_format", self.data_format, DATA_FORMATS)

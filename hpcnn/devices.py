@@ -6,6 +6,7 @@ from typing import List
 
 import tensorflow as tf
 
+from hpcnn import backend
 from hpcnn.config import BenchmarkConfig, ConfigError
 
 
@@ -64,11 +65,23 @@ def _set_threads(setter, value):
         pass  # already initialised in this process (tests); the earlier setting stands
 
 
-def _check_nchw_on_cpu():
+def cpu_runs_nchw() -> bool:
+    """Whether this process's CPU backend has NCHW convolutions and pooling (oneDNN does; Eigen does not)."""
     x = tf.zeros([1, 3, 4, 4])
     try:
-        y = tf.nn.conv2d(x, tf.zeros([1, 1, 3, 3]), 1, "SAME", data_format="NCHW")
-        tf.nn.max_pool2d(y, 2, 2, "VALID", data_format="NCHW")
+        with tf.device("/device:CPU:0"):
+            y = tf.nn.conv2d(x, tf.zeros([1, 1, 3, 3]), 1, "SAME", data_format="NCHW")
+            tf.nn.max_pool2d(y, 2, 2, "VALID", data_format="NCHW")
     except (tf.errors.InvalidArgumentError, tf.errors.UnimplementedError):
-        raise ConfigError("--data_format=NCHW is not supported by this TensorFlow build on the CPU; "
-                          "allowed on this machine: NHWC") from None
+        return False
+    return True
+
+
+def _check_nchw_on_cpu():
+    if cpu_runs_nchw():
+        return
+    if not backend.onednn_enabled():
+        raise ConfigError("--data_format=NCHW on the CPU needs oneDNN (TensorFlow's default CPU kernels have only "
+                          "NHWC convolutions), and this run has it off; use --onednn=on or --data_format=NHWC")
+    raise ConfigError("--data_format=NCHW is not supported by this TensorFlow build on the CPU; "
+                      "allowed on this machine: NHWC")

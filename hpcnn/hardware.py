@@ -1,23 +1,62 @@
-"""What the run executed on: CPU, GPUs, TensorFlow and CUDA versions."""
+"""What the run executed on: CPU, its ISA tier, GPUs, the CPU backend, TensorFlow and CUDA versions.
+
+Everything above ``describe`` reads only /proc and the OS, never TensorFlow, so
+the CPU backend can be decided from it before TensorFlow is imported.
+"""
 
 from __future__ import annotations
 
 import os
 import platform
+from typing import FrozenSet, Iterable
 
-import tensorflow as tf
+# Vector/matrix ISA tiers that change CNN throughput, best first, each with the
+# /proc/cpuinfo flags that make it. "avx512-bf16" and "amx" have native bfloat16;
+# below "avx512" oneDNN has no bfloat16 kernels at all (TensorFlow falls back to
+# Eigen's emulation).
+ISA_TIERS = (
+    ("amx", ("amx_tile", "amx_bf16")),
+    ("avx512-bf16", ("avx512f", "avx512_bf16")),
+    ("avx512", ("avx512f",)),
+    ("avx2", ("avx2", "fma")),
+    ("avx", ("avx",)),
+)
+NATIVE_BF16_TIERS = ("amx", "avx512-bf16")
+
+
+def _cpuinfo_field(name: str) -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(name) and ":" in line and line.split(":", 1)[0].strip() == name:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def cpu_model() -> str:
     """The CPU's marketing name from /proc/cpuinfo (or the platform's best guess)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+    return _cpuinfo_field("model name") or platform.processor() or "unknown"
+
+
+def cpu_flags() -> FrozenSet[str]:
+    """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is none)."""
+    return frozenset(_cpuinfo_field("flags").split())
+
+
+def isa_tier(flags: Iterable[str]) -> str:
+    """The best tier of ``ISA_TIERS`` whose flags are all present, else "baseline"."""
+    have = set(flags)
+    for tier, needed in ISA_TIERS:
+        if have.issuperset(needed):
+            return tier
+    return "baseline"
+
+
+def has_native_bf16(tier: str) -> bool:
+    """Whether CPUs of ``tier`` compute bfloat16 in hardware (else it is emulated, slower than fp32)."""
+    return tier in NATIVE_BF16_TIERS
 
 
 def usable_cores() -> int:
@@ -28,7 +67,14 @@ def usable_cores() -> int:
 
 
 def describe() -> dict:
-    """A flat, JSON-serialisable description of this machine's hardware and software."""
+    """A flat, JSON-serialisable description of this machine's hardware and software.
+
+    Imports TensorFlow (the GPU list and the build's CUDA/cuDNN versions come from it).
+    """
+    import tensorflow as tf
+
+    from hpcnn import backend
+
     build = tf.sysconfig.get_build_info()
     gpus = []
     for gpu in tf.config.list_physical_devices("GPU"):
@@ -36,7 +82,9 @@ def describe() -> dict:
         gpus.append(details.get("device_name", gpu.name))
     return {
         "cpu_model": cpu_model(),
+        "cpu_isa": isa_tier(cpu_flags()),
         "cpu_cores": usable_cores(),
+        **backend.describe(),
         "gpu_models": gpus,
         "gpu_count": len(gpus),
         "tensorflow": tf.__version__,

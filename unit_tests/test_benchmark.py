@@ -114,3 +114,19 @@ def test_bfloat16_computes_in_bfloat16_and_stays_close_to_float32():
     assert bf16.strategy.replica_params(0)["conv1/kernel"].dtype == tf.float32  # float32 master weights
     a, b = fp32.run_steps(3)[1], bf16.run_steps(3)[1]
     np.testing.assert_allclose(a, b, rtol=0.05)
+
+
+def test_header_names_the_cpu_backend_and_says_when_bfloat16_is_emulated():
+    from hpcnn import backend, hardware
+
+    lines = []
+    bench = build(model="lenet", precision="bf16")
+    bench._print_header(lines.append)
+    assert f"CPU backend: {backend.current().line()}" in lines
+    precision = next(l for l in lines if l.startswith("Precision:"))
+    tier = hardware.isa_tier(hardware.cpu_flags())
+    emulated = not hardware.has_native_bf16(tier)  # AVX2 or plain AVX-512: no bfloat16 hardware
+    assert ("emulated" in precision and f"({tier})" in precision) is emulated
+    fp32 = []
+    build(model="lenet")._print_header(fp32.append)
+    assert "Precision:   fp32" in fp32

@@ -35,6 +35,20 @@ def test_use_fp16_means_bfloat16_on_cpu_and_float16_on_gpu():
         parse_config(["--use_fp16", "--precision=fp32"])
 
 
+def test_onednn_flag_and_tf_cnn_benchmarks_mkl_alias():
+    assert parse_config([]).onednn == "auto"
+    assert parse_config(["--onednn=off"]).onednn == "off"
+    assert parse_config(["--mkl"]).onednn == "on" and parse_config(["--nomkl"]).onednn == "off"
+    assert parse_config(["--mkl", "--onednn=on"]).onednn == "on"
+
+
+def test_parsing_flags_imports_no_tensorflow():
+    code = ("import sys; from hpcnn.cli import parse_flags; v = parse_flags(['--model=resnet50', '--mkl']); "
+            "assert v['onednn'] == 'on', v; assert 'tensorflow' not in sys.modules, 'TensorFlow was imported'")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+
+
 def test_learning_rate_defaults_to_the_models():
     assert parse_config(["--model=resnet50"]).learning_rate == 0.1
     assert parse_config(["--model=resnet50", "--init_learning_rate=0.3"]).learning_rate == 0.3
@@ -59,6 +73,9 @@ BAD = [
     (["--data_name=cifar10"], "--data_name='cifar10' is not implemented yet; allowed now: imagenet"),
     (["--variable_update=distributed_replicated"], "runs across processes; it needs --worker_hosts"),
     (["--bogus=1"], "Unknown command line flag 'bogus'"),
+    (["--onednn=maybe"], "--onednn='maybe' is not allowed; allowed: auto, on, off"),
+    (["--mkl", "--onednn=off"], "--mkl contradicts --onednn=off; give one of them"),
+    (["--nomkl", "--onednn=on"], "--nomkl contradicts --onednn=on; give one of them"),
     (["stray"], "unexpected argument 'stray'"),
     # the cluster flags
     ([PS1, W2], "--ps_hosts/--worker_hosts need --job_name; allowed: ps, worker"),

@@ -145,7 +145,7 @@ def test_central_crop_is_deterministic_and_distortion_is_not(dataset_dir):
     assert any(not np.array_equal(distorted[0], d) for d in distorted[1:])
 
 
-@pytest.mark.parametrize("data_format", ["NHWC", "NCHW"])
+@pytest.mark.parametrize("data_format", ["NHWC", pytest.param("NCHW", marks=pytest.mark.nchw)])
 def test_training_on_real_data_across_two_devices(dataset_dir, data_format):
     bench = Benchmark(config(model="tiny_resnet", data_dir=dataset_dir, num_gpus=2, batch_size=4, num_classes=5,
                              variable_update="replicated", data_format=data_format))

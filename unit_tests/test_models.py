@@ -70,6 +70,7 @@ def test_output_shape(name, data_format):
 LAYOUT_MODELS = ["lenet", "tiny_resnet", "resnet50", "inception3", "trivial"]
 
 
+@pytest.mark.nchw
 @pytest.mark.parametrize("training", [False, True])
 @pytest.mark.parametrize("name", LAYOUT_MODELS)
 def test_nchw_and_nhwc_give_the_same_logits(name, training):

@@ -18,9 +18,10 @@ from typing import List, Tuple
 import tensorflow as tf
 
 from hpcnn.config import BenchmarkConfig, ConfigError, parse_host
+from hpcnn.errors import RunError
 
 
-class ClusterError(RuntimeError):
+class ClusterError(RunError):
     """A peer task could not be reached, went away, or a step timed out; the message says which."""
 
 

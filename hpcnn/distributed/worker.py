@@ -8,6 +8,7 @@ from typing import Callable, Dict, List, Optional
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
+from hpcnn import backend
 from hpcnn.benchmark import Benchmark, BenchmarkResult
 from hpcnn.config import BenchmarkConfig
 from hpcnn.distributed.cluster import Cluster, ClusterError, describe_remote_error
@@ -29,6 +30,7 @@ class DistributedBenchmark(Benchmark):
 
     def __init__(self, config: BenchmarkConfig):
         self.config = config
+        self.backend = backend.check(config.onednn)
         self.cluster = c = Cluster.from_config(config)
         self.uses_ps = bool(c.ps)
         c.wait_for("ps", list(range(len(c.ps))))

@@ -16,6 +16,7 @@ from typing import List, Optional
 import tensorflow as tf
 
 from hpcnn.config import ConfigError
+from hpcnn.errors import RunError
 
 SUBSETS = ("train", "validation")
 LABEL_OFFSET = 1  # ImageNet build scripts reserve 0 for "background"
@@ -29,7 +30,7 @@ FEATURES = {
 }
 
 
-class DataError(RuntimeError):
+class DataError(RunError):
     """A record or image cannot be read; the message names the file."""
 
 
