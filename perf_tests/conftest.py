@@ -10,7 +10,7 @@ import pytest
 
 from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf.matrix import build_matrix
-from hpcnn.perf.profile import detect, profile_id
+from hpcnn.perf.profile import detect, differences, profile_id
 from hpcnn.perf.report import Row, format_table
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -53,9 +53,16 @@ def pytest_sessionstart(session):
         loaded = baselines_lib.load(path)
     except baselines_lib.BaselineError as e:
         raise pytest.UsageError(str(e)) from None
+    if loaded.profile is not None:
+        mismatch = differences(loaded.profile, profile)
+        if mismatch:
+            raise pytest.UsageError(
+                f"baselines file {path} was recorded on profile {profile_id(loaded.profile)}, but this machine is "
+                f"{profile_id(profile)} ({'; '.join(mismatch)}); baselines judge only the machine they were "
+                f"recorded on: record this one's with `pytest perf_tests --update-baselines`")
     gpus = len(tf.config.list_physical_devices("GPU"))
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
-    config._hpcnn_perf = PerfSession(profile, pid, path, loaded, config.getoption("--update-baselines"),
+    config._hpcnn_perf = PerfSession(profile, pid, path, loaded.combinations, config.getoption("--update-baselines"),
                                      "gpu" if gpus else "cpu", gpus or cpus)
 
 

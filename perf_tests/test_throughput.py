@@ -17,7 +17,7 @@ pytestmark = pytest.mark.perf
 
 def test_throughput(benchmark, combo, perf_session, request):
     s = perf_session
-    reason = combo.skip_reason(s.device, s.available_devices)
+    reason = combo.skip_reason(s.device, s.available_devices, s.profile.get("cpu_isa"))
     if reason:
         pytest.skip(reason)
     plant = request.config.getoption("--plant-slowdown")

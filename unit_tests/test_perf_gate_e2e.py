@@ -64,3 +64,18 @@ def test_perf_cli_usage_errors_exit_2():
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--rounds=4"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "--rounds=4 is too few for the gate to detect anything; allowed: 5" in p.stderr
+
+
+def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
+    from hpcnn.perf import baselines
+    from hpcnn.perf.profile import detect, profile_id
+
+    here = detect()
+    other = {**here, "cpu_isa": "amx" if here.get("cpu_isa") != "amx" else "avx2"}
+    baselines.save(str(tmp_path / "forced.json"), other, {COMBO: baselines.entry([100.0] * 5, "abc")})
+    p = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
+                        f"--baselines-dir={tmp_path}", "--hardware-profile=forced", "-k", COMBO],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]
+    assert (f"baselines file {tmp_path / 'forced.json'} was recorded on profile {profile_id(other)}, "
+            f"but this machine is {profile_id(here)} (cpu_isa: recorded") in p.stderr

@@ -8,34 +8,88 @@ import pytest
 
 from hpcnn.perf import baselines, gate
 from hpcnn.perf.matrix import build_matrix
-from hpcnn.perf.profile import _CPU_NOISE, _GPU_NOISE, detect, profile_id, slug
+from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
 
-CPU = {"cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz", "cpu_cores": 2, "gpu_models": [],
-       "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None}
-GPU = {**CPU, "cpu_cores": 96, "gpu_models": ["NVIDIA H100 80GB HBM3"] * 8, "gpu_count": 8, "cuda": "12.5"}
+CPU = {"cpu_model": "AMD EPYC", "cpu_isa": "avx2", "onednn": True, "cpu_cores": 2, "gpu_models": [],
+       "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None, "cudnn": None}
+GPU = {**CPU, "cpu_cores": 96, "gpu_models": ["NVIDIA H100 80GB HBM3"] * 8, "gpu_count": 8, "cuda": "12.5",
+       "cudnn": "9", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 80, "gpu_compute_capability": "9.0",
+       "gpu_mig": False, "gpu_driver_major": "550"}
+
+# nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap,mig.mode.current --format=csv,noheader,nounits
+# in the format nvidia-smi documents (no GPU machine with TensorFlow was available to record one).
+SMI_H100 = "NVIDIA H100 80GB HBM3, 81559, 550.54.15, 9.0, Disabled\n" * 2
+SMI_T4 = "Tesla T4, 15360, 535.104.05, 7.5, [N/A]\n"
 
 
-def test_profile_ids_are_short_and_stable():
-    assert profile_id(CPU) == "cpu-xeon-8481c-2c-tf2.21"
-    assert profile_id(GPU) == "gpu-h100-80gb-x8-tf2.21-cuda12.5"
-    assert profile_id({**CPU, "cpu_model": "AMD EPYC"}) == "cpu-amd-epyc-2c-tf2.21"
-    assert slug("Tesla V100-SXM2-16GB", _GPU_NOISE) == "v100-16gb"
-    assert slug("", _CPU_NOISE) == "unknown"
+def test_profile_ids_are_short_readable_and_name_every_identity_field():
+    assert profile_id(CPU) == "cpu-amd-epyc-avx2-onednn-2c-tf2.21"
+    assert profile_id({**CPU, "cpu_isa": "amx", "onednn": False}) == "cpu-amd-epyc-amx-2c-tf2.21"
+    assert profile_id({**CPU, "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"}).startswith(
+        "cpu-xeon-8481c-avx2")
+    assert profile_id(GPU) == "gpu-h100-80gb-x8-cc9.0-tf2.21-cuda12.5-cudnn9-drv550"
+    t4 = {**GPU, "gpu_model": "Tesla T4", "gpu_memory_gb": 15, "gpu_count": 1, "gpu_compute_capability": "7.5"}
+    assert profile_id(t4) == "gpu-t4-15gb-x1-cc7.5-tf2.21-cuda12.5-cudnn9-drv550"
+    assert profile_id({**GPU, "gpu_mig": True}).startswith("gpu-h100-80gb-x8-mig-cc9.0")
+
+
+def _one_field_changed(base):
+    """For every identity field of ``base``, a copy differing in that field only."""
+    other = {"cpu_model": "Intel Xeon 8481C", "cpu_isa": "amx", "onednn": not base["onednn"], "cpu_cores": 4,
+             "tensorflow": "2.22.0", "gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_memory_gb": 40, "gpu_count": 4,
+             "gpu_compute_capability": "8.0", "gpu_mig": True, "gpu_driver_major": "535", "cuda": "12.2",
+             "cudnn": "8"}
+    return {field: {**base, field: other[field]} for field in identity(base)}
+
+
+@pytest.mark.parametrize("base", [CPU, GPU], ids=["cpu", "gpu"])
+def test_profiles_differing_in_any_one_identity_field_get_different_ids(base):
+    changed = _one_field_changed(base)
+    assert set(changed) == set(identity(base))  # every identity field is exercised
+    ids = {field: profile_id(p) for field, p in changed.items()}
+    assert len(set(ids.values())) == len(ids) and profile_id(base) not in ids.values()
+    for field, p in changed.items():
+        found = differences(base, p)
+        assert len(found) == 1 and found[0].startswith(f"{field}: recorded"), (field, found)
+    assert differences(base, dict(base)) == []
+    assert differences(base, {**base, "tensorflow": "2.21.3", "python": "3.12"}) == []  # not identity fields
+    assert differences(CPU, GPU)[0].startswith("kind: recorded on a CPU runner")
+
+
+def test_nvidia_smi_rows_become_the_gpu_fields():
+    rows = parse_nvidia_smi(SMI_H100)
+    assert len(rows) == 2 and rows[0] == {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559,
+                                          "driver": "550.54.15", "compute_capability": "9.0", "mig": "Disabled"}
+    fields = gpu_fields(["NVIDIA H100 80GB HBM3"] * 2, rows)
+    assert fields == {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 80, "gpu_compute_capability": "9.0",
+                      "gpu_mig": False, "gpu_driver_major": "550"}
+    t4 = gpu_fields(["Tesla T4"], parse_nvidia_smi(SMI_T4))
+    assert t4["gpu_mig"] is False and t4["gpu_memory_gb"] == 15 and t4["gpu_compute_capability"] == "7.5"
+    assert parse_nvidia_smi("") == [] and gpu_fields([], []) == {
+        "gpu_model": None, "gpu_memory_gb": None, "gpu_compute_capability": None, "gpu_mig": False,
+        "gpu_driver_major": None}
 
 
 def test_detected_profile_describes_this_machine():
+    from hpcnn import backend, hardware
+
     p = detect()
     assert p["cpu_cores"] == len(os.sched_getaffinity(0))
+    assert p["cpu_isa"] == hardware.isa_tier(hardware.cpu_flags())
+    assert p["onednn"] is backend.onednn_enabled()
     assert p["tensorflow"].startswith("2.") and p["gpu_count"] == len(p["gpu_models"])
-    assert profile_id(p).startswith("cpu-" if not p["gpu_count"] else "gpu-")
+    pid = profile_id(p)
+    if not p["gpu_count"]:
+        assert pid.startswith("cpu-") and (f"-{p['cpu_isa']}-onednn-" in pid) is p["onednn"]
 
 
 def test_baselines_round_trip_and_keep_thresholds(tmp_path):
     path = baselines.path_for(str(tmp_path), "cpu-x-2c-tf2.21")
-    assert baselines.load(path) == {}
+    assert baselines.load(path) == baselines.Baselines(None, {})
     baselines.save(path, CPU, {"a": baselines.entry([10.0, 12.0, 11.0], "abc", threshold=0.1)})
     baselines.save(path, CPU, {"a": baselines.entry([20.0, 21.0], "def"), "b": baselines.entry([5.0], None)})
-    loaded = baselines.load(path)
+    assert baselines.load(path).profile == CPU
+    loaded = baselines.load(path).combinations
     assert loaded["a"]["samples"] == [20.0, 21.0] and loaded["a"]["threshold"] == 0.1
     assert loaded["a"]["median"] == 20.5 and loaded["a"]["rounds"] == 2 and loaded["a"]["commit"] == "def"
     assert loaded["b"]["iqr"] == 0
@@ -62,6 +116,7 @@ def test_an_interrupted_save_leaves_the_old_file_whole(tmp_path, monkeypatch):
     ('{"combinations": {"k": {"samples": []}}}', "combination 'k' needs 'samples'"),
     ('{"combinations": {"k": {"samples": [1, -2]}}}', "combination 'k' needs 'samples'"),
     ('{"combinations": {"k": {"samples": [1], "threshold": 5}}}', "threshold=5"),
+    ('{"combinations": {"k": {"samples": [1]}}}', "expected the 'profile' it was recorded on"),
 ])
 def test_malformed_baselines_name_the_file(tmp_path, content, message):
     path = tmp_path / "bad.json"
@@ -82,6 +137,11 @@ def test_smoke_matrix_covers_every_mode_and_skips_what_the_cpu_cannot_run():
     assert "NCHW" in reasons["resnet50-parameter_server-NCHW-1dev-fp32-b64"]
     assert reasons["resnet50-replicated-NHWC-8dev-fp32-b64"] == "needs 8 devices, this machine has 4"
     assert reasons["resnet50-replicated-NHWC-2dev-bf16-b64"] is None
+    bf16 = next(c for c in smoke if c.precision == "bf16")
+    assert "emulated on this CPU (avx2" in bf16.skip_reason("cpu", 4, "avx2")
+    assert bf16.skip_reason("cpu", 4, "avx512") is not None  # AVX-512 without BF16: emulated too
+    assert bf16.skip_reason("cpu", 4, "amx") is None and bf16.skip_reason("cpu", 4, "avx512-bf16") is None
+    assert any(c.model == "alexnet" and c.precision == "fp32" for c in smoke)  # a real model on every CPU
     assert full[0].skip_reason("gpu", 8) is None or "bf16" in full[0].skip_reason("gpu", 8)
     with pytest.raises(ValueError, match="allowed: smoke, full"):
         build_matrix("medium")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -37,14 +38,22 @@ def path_for(directory: str, profile_id: str) -> str:
     return os.path.join(directory, f"{profile_id}.json")
 
 
-def load(path: str) -> Dict[str, dict]:
-    """Combination key -> record; {} when the file does not exist.
+@dataclasses.dataclass
+class Baselines:
+    """A baselines file: the profile it was recorded on (None for a new file) and its combinations."""
+
+    profile: Optional[dict]
+    combinations: Dict[str, dict]
+
+
+def load(path: str) -> Baselines:
+    """The file at ``path``; no profile and no combinations when it does not exist.
 
     Raises:
       BaselineError: the file is not JSON or not of the baselines schema.
     """
     if not os.path.exists(path):
-        return {}
+        return Baselines(None, {})
     try:
         with open(path) as f:
             data = json.load(f)
@@ -62,7 +71,10 @@ def load(path: str) -> Dict[str, dict]:
         if t is not None and not (isinstance(t, (int, float)) and 0 < t < 1):
             raise BaselineError(f"baselines file {path}: combination {key!r} has threshold={t!r}; "
                                 "allowed: a fraction between 0 and 1")
-    return data["combinations"]
+    profile = data.get("profile")
+    if not isinstance(profile, dict):
+        raise BaselineError(f"baselines file {path}: expected the 'profile' it was recorded on (an object)")
+    return Baselines(profile, data["combinations"])
 
 
 def save(path: str, profile: dict, combinations: Dict[str, dict]) -> None:
@@ -72,7 +84,7 @@ def save(path: str, profile: dict, combinations: Dict[str, dict]) -> None:
     renamed over the old one, so an interrupted run never leaves half a file.
     Existing per-combination thresholds are kept.
     """
-    existing = load(path)
+    existing = load(path).combinations
     for key, rec in combinations.items():
         if "threshold" in existing.get(key, {}) and "threshold" not in rec:
             rec = {**rec, "threshold": existing[key]["threshold"]}

@@ -1,6 +1,6 @@
 """``hpcnn-perf``: the hardware profile, paired A/B comparisons, and the gate's quality.
 
-    hpcnn-perf profile [--json]
+    hpcnn-perf [--onednn=auto|on|off] profile [--json]
     hpcnn-perf compare --baseline=REV_OR_DIR --candidate=REV_OR_DIR [--perf-matrix=smoke] [--only=SUBSTR]
     hpcnn-perf gate-quality [--runs=20] [--slowdowns=0.10,0.25] [--only=SUBSTR] [--json=PATH]
 
@@ -30,6 +30,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _parser():
     p = _Parser(prog="hpcnn-perf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--onednn", choices=["auto", "on", "off"], default="auto",
+                   help="CPU backend for this command and every worker it starts (as hpcnn --onednn)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     prof = sub.add_parser("profile", help="print this machine's hardware profile id")
     prof.add_argument("--json", action="store_true", help="print the whole profile")
@@ -59,7 +61,10 @@ def _combos(args, device) -> List[Combination]:
         combos = [c for c in build_matrix(args.perf_matrix) if args.only in c.key]
     except ValueError as e:
         _usage(str(e))
-    runnable = [c for c in combos if c.skip_reason(device, available) is None]
+    from hpcnn import hardware
+
+    isa = hardware.isa_tier(hardware.cpu_flags())
+    runnable = [c for c in combos if c.skip_reason(device, available, isa) is None]
     if not runnable:
         _usage(f"--only={args.only!r} leaves no combination this machine can run in matrix {args.perf_matrix!r}")
     return runnable
@@ -157,6 +162,13 @@ def cmd_gate_quality(args):
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
+    from hpcnn import backend
+    from hpcnn.config import ConfigError
+
+    try:
+        backend.apply(args.onednn)  # before TensorFlow loads; paired workers inherit the environment it sets
+    except ConfigError as e:
+        _usage(str(e))
     if getattr(args, "rounds", None) is not None and args.rounds < gate.min_rounds():
         _usage(f"--rounds={args.rounds} is too few for the gate to detect anything; "
                f"allowed: {gate.min_rounds()} or more")

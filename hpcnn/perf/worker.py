@@ -15,6 +15,12 @@ import sys
 def main():
     spec = json.loads(sys.argv[1])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    try:  # the parent chose the backend; "auto" takes its choice from the inherited environment
+        from hpcnn import backend
+    except ImportError:  # a revision older than hpcnn.backend: TensorFlow reads the same environment
+        backend = None
+    if backend is not None:
+        backend.apply("auto")
     from hpcnn.benchmark import Benchmark
     from hpcnn.config import BenchmarkConfig
     from hpcnn.devices import ensure_logical_cpus
