@@ -135,3 +135,27 @@ def test_nccl_all_reduce_keeps_gpu_copies_identical():
     a, b = (snapshot(c) for c in bench.strategy.copies())
     for name in a:
         np.testing.assert_allclose(a[name], b[name], rtol=1e-6, err_msg=name)
+
+
+def _ancestors(op):
+    """Every op ``op`` depends on, through data or control edges."""
+    seen, todo = set(), [op]
+    while todo:
+        current = todo.pop()
+        for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+            if parent not in seen:
+                seen.add(parent)
+                todo.append(parent)
+    return seen
+
+
+@pytest.mark.parametrize("mode,n", [("parameter_server", 1), ("parameter_server", 2), ("replicated", 2)])
+def test_every_update_waits_for_every_gradient_so_weights_update_in_place(mode, n):
+    """An update that ran while the backward pass still read the weight would copy the whole variable."""
+    bench = build(model="lenet", num_gpus=n, variable_update=mode)
+    graph = bench.step.get_concrete_function().graph
+    applies = [op for op in graph.get_operations() if op.type.startswith("ResourceApply")]
+    assert len(applies) == 8 * len(bench.strategy.copies())  # lenet: 4 kernels + 4 biases, per copy
+    gradients = {op.inputs[-1].op for op in applies}  # ResourceApplyGradientDescent(var, alpha, delta)
+    for op in applies:
+        assert gradients <= _ancestors(op), f"{op.name} may run before every gradient exists"
