@@ -117,9 +117,9 @@ class Benchmark:
         times, losses = [], []
         window_start = time.perf_counter()
         for step in range(1, c.num_batches + 1):
-            t, l = self.run_steps(1)
+            t, step_losses = self.run_steps(1)
             times += t
-            losses += l
+            losses += step_losses
             if step % c.display_every == 0 or step == c.num_batches and step < c.display_every:
                 log(f"{step}\t{speed(c.global_batch_size, times)}\t{losses[-1]:.3f}")
         window = (window_start, time.perf_counter())

@@ -89,7 +89,7 @@ def test_either_backend_runs_from_the_cli_reports_itself_and_computes_the_same_l
         p = _cli(f"--onednn={choice}", "--model=lenet", "--batch_size=8", "--num_batches=2",
                  "--num_warmup_batches=0", f"--result_json={out}")
         assert p.returncode == 0, p.stderr[-2000:]
-        header = next(l for l in p.stdout.splitlines() if l.startswith("CPU backend:"))
+        header = next(line for line in p.stdout.splitlines() if line.startswith("CPU backend:"))
         assert header.endswith(f"--onednn={choice}: forced")
         assert header.startswith("CPU backend: oneDNN;" if choice == "on" else "CPU backend: TensorFlow's default")
         results[choice] = json.loads(out.read_text())

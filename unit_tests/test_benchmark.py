@@ -19,7 +19,7 @@ def test_run_prints_the_familiar_lines_and_returns_one_result(tmp_path):
     result = run_benchmark(config(model="lenet", num_batches=4, display_every=2, result_json=str(path)),
                            lines.append)
     assert lines.index("Step\tImg/sec\ttotal_loss") < lines.index("-" * 64, 14)
-    steps = [int(LINE.match(l).group(1)) for l in lines if LINE.match(l)]
+    steps = [int(LINE.match(line).group(1)) for line in lines if LINE.match(line)]
     assert steps == [2, 4]
     assert re.fullmatch(r"total images/sec: [\d.]+", lines[-2]) and lines[-1] == lines[-3] == "-" * 64
     assert len(result.step_times) == len(result.losses) == 4
@@ -123,7 +123,7 @@ def test_header_names_the_cpu_backend_and_says_when_bfloat16_is_emulated():
     bench = build(model="lenet", precision="bf16")
     bench._print_header(lines.append)
     assert f"CPU backend: {backend.current().line()}" in lines
-    precision = next(l for l in lines if l.startswith("Precision:"))
+    precision = next(line for line in lines if line.startswith("Precision:"))
     tier = hardware.isa_tier(hardware.cpu_flags())
     emulated = not hardware.has_native_bf16(tier)  # AVX2 or plain AVX-512: no bfloat16 hardware
     assert ("emulated" in precision and f"({tier})" in precision) is emulated

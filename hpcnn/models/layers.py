@@ -114,7 +114,8 @@ class Net:
             gamma = tf.ones([c])
         beta = self._read(f"{name}/beta", (c,), "zeros", weight_decay=False, cast=False)
         moving_mean = self._read(f"{name}/moving_mean", (c,), "zeros", trainable=False, weight_decay=False, cast=False)
-        moving_var = self._read(f"{name}/moving_variance", (c,), "ones", trainable=False, weight_decay=False, cast=False)
+        moving_var = self._read(f"{name}/moving_variance", (c,), "ones", trainable=False, weight_decay=False,
+                                cast=False)
         if self.training:
             y, mean, var, *_ = tf.raw_ops.FusedBatchNormV3(
                 x=x, scale=gamma, offset=beta, mean=tf.zeros([0]), variance=tf.zeros([0]),
