@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
-import os
-import tempfile
 import time
 from typing import Callable, List, Optional
 
@@ -13,7 +10,7 @@ import tensorflow as tf
 
 from hpcnn import backend
 from hpcnn import devices as devices_lib
-from hpcnn import hardware
+from hpcnn import hardware, jsonfile
 from hpcnn.config import BenchmarkConfig
 from hpcnn.inputs import make_input
 from hpcnn.inputs.records import DataError
@@ -47,15 +44,7 @@ class BenchmarkResult:
 
     def write_json(self, path: str) -> None:
         """Writes the result atomically (a temp file renamed into place)."""
-        directory = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".result-", suffix=".json")
-        try:
-            with os.fdopen(fd, "w") as f:
-                json.dump(self.to_dict(), f, indent=2)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        jsonfile.write_atomically(path, self.to_dict(), indent=2)
 
 
 class Benchmark:
