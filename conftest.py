@@ -32,7 +32,9 @@ def pytest_addoption(parser):
     g.addoption("--perf-matrix", default="smoke", choices=["smoke", "full"],
                 help="smoke: minutes on a 2-core CPU; full: the GPU runners' matrix")
     g.addoption("--hardware-profile", default=None, help="profile id to use instead of the detected one")
-    g.addoption("--update-baselines", action="store_true", help="record this run as the profile's baselines")
+    g.addoption("--update-baselines", action="store_true",
+                help="add this session to the profile's baselines (each combination keeps its newest sessions)")
+    g.addoption("--baseline-sessions", type=int, default=10, help="sessions a combination keeps when recording")
     g.addoption("--baselines-dir", default=None, help="where <profile-id>.json files live (default: baselines/)")
     g.addoption("--perf-rounds", type=int, default=6, help="timed rounds per combination")
     g.addoption("--plant-slowdown", type=float, default=0.0,

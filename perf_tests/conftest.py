@@ -4,29 +4,43 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import pytest
 
 from hpcnn.perf import baselines as baselines_lib
+from hpcnn.perf import gate
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import detect, differences, profile_id
 from hpcnn.perf.report import Row, format_table
+from hpcnn.perf.stored import Noise
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclasses.dataclass
 class PerfSession:
+    """What every perf test of one pytest session shares."""
+
     profile: dict
     profile_id: str
     path: str
-    baselines: Dict[str, dict]
+    baselines: baselines_lib.Baselines
     update: bool
     device: str
     available_devices: int
+    judged: int = 0  # combinations this session judges against baselines: the family of the alpha split
+    prior: Optional[Noise] = None  # between-session spread pooled over the file's combinations
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
+
+    @property
+    def alpha(self) -> float:
+        """Each judged combination's level, so that the session's family-wise level is gate.DEFAULT_ALPHA."""
+        return gate.combination_alpha(gate.DEFAULT_ALPHA, self.judged)
+
+    def skip_reason(self, combo) -> Optional[str]:
+        return combo.skip_reason(self.device, self.available_devices, self.profile.get("cpu_isa"))
 
 
 def pytest_generate_tests(metafunc):
@@ -45,6 +59,8 @@ def pytest_sessionstart(session):
     if rounds < min_rounds():
         raise pytest.UsageError(f"--perf-rounds={rounds} is too few for the gate to detect anything; "
                                 f"allowed: {min_rounds()} or more")
+    if config.getoption("--baseline-sessions") < 1:
+        raise pytest.UsageError(f"--baseline-sessions={config.getoption('--baseline-sessions')} must be at least 1")
     profile = detect()
     pid = config.getoption("--hardware-profile") or profile_id(profile)
     directory = config.getoption("--baselines-dir") or os.path.join(REPO, "baselines")
@@ -62,8 +78,18 @@ def pytest_sessionstart(session):
                 f"recorded on: record this one's with `pytest perf_tests --update-baselines`")
     gpus = len(tf.config.list_physical_devices("GPU"))
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
-    config._hpcnn_perf = PerfSession(profile, pid, path, loaded.combinations, config.getoption("--update-baselines"),
-                                     "gpu" if gpus else "cpu", gpus or cpus)
+    config._hpcnn_perf = PerfSession(profile, pid, path, loaded, config.getoption("--update-baselines"),
+                                     "gpu" if gpus else "cpu", gpus or cpus, prior=loaded.prior())
+
+
+def pytest_collection_finish(session):
+    """Counts the combinations this session will judge (after -k and skips), for the alpha split."""
+    state = getattr(session.config, "_hpcnn_perf", None)
+    if state is None or state.update:
+        return
+    combos = [item.callspec.params["combo"] for item in session.items
+              if hasattr(item, "callspec") and "combo" in item.callspec.params]
+    state.judged = sum(1 for c in combos if state.skip_reason(c) is None and c.key in state.baselines.combinations)
 
 
 @pytest.fixture(scope="session")
@@ -74,7 +100,8 @@ def perf_session(request) -> PerfSession:
 def pytest_sessionfinish(session, exitstatus):
     state = getattr(session.config, "_hpcnn_perf", None)
     if state and state.update and state.recorded:
-        baselines_lib.save(state.path, state.profile, state.recorded)
+        baselines_lib.save(state.path, state.profile, state.recorded, keep=session.config.getoption(
+            "--baseline-sessions"))
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -82,7 +109,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if not state or not (state.rows or state.recorded):
         return
     if state.update and state.recorded:
-        terminalreporter.write_line(f"baselines for {state.profile_id}: {len(state.recorded)} combination(s) "
-                                    f"written to {state.path}")
-    for line in format_table(state.rows, f"hpcnn perf gate, profile {state.profile_id}"):
+        terminalreporter.write_line(f"baselines for {state.profile_id}: a session of {len(state.recorded)} "
+                                    f"combination(s) added to {state.path}")
+    title = (f"hpcnn perf gate, profile {state.profile_id}: {state.judged} combination(s) judged, each at "
+             f"alpha {state.alpha:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
+    for line in format_table(state.rows, title):
         terminalreporter.write_line(line)

@@ -8,8 +8,9 @@ import pytest
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.perf import gate
-from hpcnn.perf.baselines import current_commit, entry
+from hpcnn.perf.baselines import current_commit, session_record
 from hpcnn.perf.paired import warmup_steps_for
+from hpcnn.perf.stored import judge_sessions
 from hpcnn.stats import throughput
 
 pytestmark = pytest.mark.perf
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.perf
 
 def test_throughput(benchmark, combo, perf_session, request):
     s = perf_session
-    reason = combo.skip_reason(s.device, s.available_devices, s.profile.get("cpu_isa"))
+    reason = s.skip_reason(combo)
     if reason:
         pytest.skip(reason)
     plant = request.config.getoption("--plant-slowdown")
@@ -42,16 +43,17 @@ def test_throughput(benchmark, combo, perf_session, request):
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
 
     if s.update:
-        s.recorded[combo.key] = entry(samples, current_commit())
+        s.recorded[combo.key] = session_record(samples, current_commit())
         s.rows.append((combo.key, None, f"recorded: median {statistics.median(samples):.2f} images/sec"))
         return
-    base = s.baselines.get(combo.key)
-    if base is None:
+    sessions = s.baselines.sessions(combo.key)
+    if not sessions:
         s.rows.append((combo.key, None, "no baseline"))
-        pytest.skip(f"no baseline for {combo.key} in {s.path}; record one on this runner with "
+        pytest.skip(f"no baseline for {combo.key} in {s.path}; record sessions on this runner with "
                     f"`pytest perf_tests --update-baselines --hardware-profile={s.profile_id}`")
-    v = gate.judge(base["samples"], samples, base.get("threshold", gate.DEFAULT_THRESHOLD))
-    benchmark.extra_info["verdict"] = v.verdict
+    threshold = s.baselines.combinations[combo.key].get("threshold", gate.STORED_THRESHOLD)
+    v = judge_sessions(sessions, samples, threshold, s.alpha, s.prior)
+    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
     if v.failed:

@@ -34,23 +34,26 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     record = _pytest_perf(tmp_path, "--update-baselines")
     assert record.returncode == 0, record.stdout[-3000:]
     saved = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]
-    assert len(saved["samples"]) == 5 and saved["median"] > 0
+    assert len(saved["sessions"]) == 1
+    samples = saved["sessions"][-1]["samples"]
+    assert len(samples) == 5 and min(samples) > 0
     bench = json.loads((tmp_path / "bench.json").read_text())["benchmarks"][0]
-    assert bench["extra_info"]["images_per_sec_rounds"] == saved["samples"]
+    assert bench["extra_info"]["images_per_sec_rounds"] == samples
     assert bench["stats"]["rounds"] == 5
 
     slowed = _pytest_perf(tmp_path, f"--plant-slowdown={PLANT}")
     assert slowed.returncode == 1, slowed.stdout[-3000:]
     assert "throughput regression" in slowed.stdout and "REGRESSION" in slowed.stdout
-    row = next(l for l in slowed.stdout.splitlines() if l.startswith(COMBO + " "))  # the table row
+    row = next(line for line in slowed.stdout.splitlines() if line.startswith(COMBO + " "))  # the table row
     ratio = float(row.split()[3])
     assert ratio < 0.6  # about 1/3: the planted work is real
+    assert "one session cannot tell session drift from a regression" in slowed.stdout
 
 
 @pytest.mark.slow
 def test_paired_mode_catches_a_planted_slowdown():
     cmd = [sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--candidate=.",
-           f"--only={COMBO}", "--rounds=5", f"--plant-slowdown={PLANT}"]
+           f"--only={COMBO}", "--min-rounds=6", "--max-rounds=10", f"--plant-slowdown={PLANT}"]
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{COMBO}: baseline" in p.stdout and "REGRESSION" in p.stdout
@@ -61,9 +64,14 @@ def test_perf_cli_usage_errors_exit_2():
                         f"--only={COMBO}"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "'no-such-rev-xyz' is neither a directory nor a git revision" in p.stderr
-    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--rounds=4"],
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--max-rounds=4"],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
-    assert p.returncode == 2 and "--rounds=4 is too few for the gate to detect anything; allowed: 5" in p.stderr
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "--min-rounds=8 --max-rounds=4 is not a schedule; allowed: 3 <= --min-rounds <= --max-rounds" in p.stderr
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", f"--only={COMBO}",
+                        "--min-rounds=3", "--max-rounds=6"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "--max-rounds=6 is too few for the gate to detect anything over 1 combination(s); " \
+        "allowed: 8 or more" in p.stderr, p.stderr
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
@@ -72,7 +80,7 @@ def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_i
 
     here = detect()
     other = {**here, "cpu_isa": "amx" if here.get("cpu_isa") != "amx" else "avx2"}
-    baselines.save(str(tmp_path / "forced.json"), other, {COMBO: baselines.entry([100.0] * 5, "abc")})
+    baselines.save(str(tmp_path / "forced.json"), other, {COMBO: baselines.session_record([100.0] * 5, "abc")})
     p = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
                         f"--baselines-dir={tmp_path}", "--hardware-profile=forced", "-k", COMBO],
                        cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -1,4 +1,16 @@
-"""Baselines per hardware profile: ``baselines/<profile-id>.json``, written atomically."""
+"""Baselines per hardware profile: ``baselines/<profile-id>.json``, several sessions each, written atomically.
+
+Schema 2::
+
+    {"schema": 2, "profile": {...the whole profile it was recorded on...},
+     "combinations": {KEY: {"sessions": [{"samples": [...], "median": M, "rounds": R,
+                                          "commit": SHA, "date": ISO}, ...],   # oldest first
+                            "threshold": 0.05,          # optional, kept across refreshes
+                            "mds": 0.07, "alpha": 0.0017}}}   # derived: for review, recomputed on save
+
+A recording session appends one session per combination and keeps the newest
+``keep``. Schema-1 files (one ``samples`` list per combination) read as one session.
+"""
 
 from __future__ import annotations
 
@@ -8,30 +20,23 @@ import json
 import os
 import statistics
 import subprocess
-import tempfile
-from typing import Dict, Optional, Sequence
+from typing import Dict, List, Optional, Sequence
 
-SCHEMA_VERSION = 1
+from hpcnn import jsonfile
+from hpcnn.perf import gate, stored
+
+SCHEMA_VERSION = 2
+DEFAULT_KEEP = 10
 
 
 class BaselineError(ValueError):
     """A baselines file is malformed; the message names the file and what is wrong."""
 
 
-def summarize(samples: Sequence[float]) -> dict:
-    """Median, spread (interquartile range) and number of rounds of per-round images/sec."""
-    s = sorted(samples)
-    q = statistics.quantiles(s, n=4) if len(s) > 1 else [s[0]] * 3
-    return {"median": statistics.median(s), "iqr": q[2] - q[0], "rounds": len(s)}
-
-
-def entry(samples: Sequence[float], commit: Optional[str], threshold: Optional[float] = None) -> dict:
-    """One combination's baseline record."""
-    e = {"samples": list(samples), **summarize(samples), "commit": commit,
-         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
-    if threshold is not None:
-        e["threshold"] = threshold
-    return e
+def session_record(samples: Sequence[float], commit: Optional[str]) -> dict:
+    """One recorded session of one combination."""
+    return {"samples": list(samples), "median": statistics.median(samples), "rounds": len(samples),
+            "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
 def path_for(directory: str, profile_id: str) -> str:
@@ -44,6 +49,14 @@ class Baselines:
 
     profile: Optional[dict]
     combinations: Dict[str, dict]
+
+    def sessions(self, key: str) -> List[List[float]]:
+        """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
+        return [s["samples"] for s in self.combinations.get(key, {}).get("sessions", [])]
+
+    def prior(self) -> Optional[stored.Noise]:
+        """The between-session spread pooled over every combination of the file."""
+        return stored.pooled_noise(self.sessions(k) for k in self.combinations)
 
 
 def load(path: str) -> Baselines:
@@ -61,49 +74,54 @@ def load(path: str) -> Baselines:
         raise BaselineError(f"baselines file {path}: not readable JSON ({e})") from None
     if not isinstance(data, dict) or not isinstance(data.get("combinations"), dict):
         raise BaselineError(f"baselines file {path}: expected an object with a 'combinations' object")
+    combinations = {}
     for key, rec in data["combinations"].items():
-        samples = rec.get("samples") if isinstance(rec, dict) else None
-        if not (isinstance(samples, list) and samples and all(isinstance(x, (int, float)) and x > 0
-                                                              for x in samples)):
-            raise BaselineError(f"baselines file {path}: combination {key!r} needs 'samples', a non-empty list "
-                                "of positive images/sec figures")
+        if isinstance(rec, dict) and "samples" in rec and "sessions" not in rec:  # schema 1: one session
+            rec = {**{k: v for k, v in rec.items() if k == "threshold"}, "sessions": [rec]}
+        sessions = rec.get("sessions") if isinstance(rec, dict) else None
+        if not (isinstance(sessions, list) and sessions and all(_valid_samples(s) for s in sessions)):
+            raise BaselineError(f"baselines file {path}: combination {key!r} needs 'sessions', a non-empty list of "
+                                "sessions each with 'samples', a non-empty list of positive images/sec figures")
         t = rec.get("threshold")
         if t is not None and not (isinstance(t, (int, float)) and 0 < t < 1):
             raise BaselineError(f"baselines file {path}: combination {key!r} has threshold={t!r}; "
                                 "allowed: a fraction between 0 and 1")
+        combinations[key] = rec
     profile = data.get("profile")
     if not isinstance(profile, dict):
         raise BaselineError(f"baselines file {path}: expected the 'profile' it was recorded on (an object)")
-    return Baselines(profile, data["combinations"])
+    return Baselines(profile, combinations)
 
 
-def save(path: str, profile: dict, combinations: Dict[str, dict]) -> None:
-    """Merges ``combinations`` into the file at ``path``, atomically.
+def _valid_samples(session) -> bool:
+    samples = session.get("samples") if isinstance(session, dict) else None
+    return (isinstance(samples, list) and bool(samples)
+            and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in samples))
 
-    The new content goes to a temporary file in the same directory which is then
-    renamed over the old one, so an interrupted run never leaves half a file.
-    Existing per-combination thresholds are kept.
+
+def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DEFAULT_KEEP,
+         alpha: float = gate.DEFAULT_ALPHA) -> Baselines:
+    """Appends one session per combination to the file at ``path`` (keeping the newest ``keep``), atomically.
+
+    Thresholds are kept; every combination's MDS is recomputed for a session judging all
+    of the file's combinations at family-wise ``alpha``. The new content goes to a
+    temporary file in the same directory, then is renamed over the old one, so an
+    interrupted save never leaves half a file. Returns what was written.
     """
-    existing = load(path).combinations
-    for key, rec in combinations.items():
-        if "threshold" in existing.get(key, {}) and "threshold" not in rec:
-            rec = {**rec, "threshold": existing[key]["threshold"]}
-        existing[key] = rec
-    data = {"schema": SCHEMA_VERSION, "profile": profile, "combinations": dict(sorted(existing.items()))}
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".baselines-", suffix=".json")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    if keep < 1:
+        raise ValueError(f"keep={keep} must be at least 1")
+    combos = load(path).combinations
+    for key, session in new_sessions.items():
+        rec = dict(combos.get(key, {}))
+        rec["sessions"] = (rec.get("sessions", []) + [session])[-keep:]
+        combos[key] = rec
+    result = Baselines(profile, dict(sorted(combos.items())))
+    prior, each = result.prior(), gate.combination_alpha(alpha, len(combos))
+    for key, rec in result.combinations.items():
+        rec["alpha"] = each
+        rec["mds"] = stored.next_session_mds(result.sessions(key), prior, each)
+    jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
+    return result
 
 
 def current_commit(cwd: Optional[str] = None) -> Optional[str]:

@@ -1,8 +1,11 @@
 """``hpcnn-perf``: the hardware profile, paired A/B comparisons, and the gate's quality.
 
     hpcnn-perf [--onednn=auto|on|off] profile [--json]
-    hpcnn-perf compare --baseline=REV_OR_DIR --candidate=REV_OR_DIR [--perf-matrix=smoke] [--only=SUBSTR]
-    hpcnn-perf gate-quality [--runs=20] [--slowdowns=0.10,0.25] [--only=SUBSTR] [--json=PATH]
+    hpcnn-perf compare --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] [--perf-matrix=smoke] [--only=SUBSTR]
+                       [--min-rounds=8] [--max-rounds=20] [--threshold=0.02]
+    hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH]
+    hpcnn-perf gate-quality --mode=stored --baselines-dir=DIR [--runs=20] [--slowdowns=0.10,0.25]
+    hpcnn-perf gate-quality --mode=simulate --baselines-file=FILE [--paired-json=PATH] [--combinations=400]
 
 Exit codes: 0 no regression, 1 a regression (compare), 2 usage error.
 """
@@ -16,16 +19,28 @@ import sys
 import tempfile
 from typing import List
 
-from hpcnn.perf import gate, paired
+from hpcnn.perf import gate
 from hpcnn.perf.matrix import Combination, build_matrix
 
 USAGE_ERROR = 2
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2
-        print(f"hpcnn-perf: error: {message}", file=sys.stderr)
-        sys.exit(USAGE_ERROR)
+        _usage(message)
+
+
+def _usage(message):
+    print(f"hpcnn-perf: error: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
+
+
+def _fraction(text):
+    value = float(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction between 0 and 1")
+    return value
 
 
 def _parser():
@@ -39,30 +54,47 @@ def _parser():
         s = sub.add_parser(name)
         s.add_argument("--perf-matrix", default="smoke")
         s.add_argument("--only", default="", help="only combinations whose key contains this")
-        s.add_argument("--rounds", type=int, default=6, help="rounds per side (interleaved A B B A)")
-        s.add_argument("--threshold", type=float, default=gate.DEFAULT_THRESHOLD)
+        s.add_argument("--min-rounds", type=int, default=8, help="round pairs before the first look (then every 4)")
+        s.add_argument("--max-rounds", type=int, default=20, help="most round pairs per combination")
+        s.add_argument("--threshold", type=_fraction, default=gate.PAIRED_THRESHOLD,
+                       help="smallest drop that fails (paired mode)")
         s.add_argument("--device", choices=["cpu", "gpu"], default=None)
     cmp_ = sub.choices["compare"]
     cmp_.add_argument("--baseline", required=True, help="git revision or directory (side A)")
     cmp_.add_argument("--candidate", default=".", help="git revision or directory (side B); default: this tree")
     cmp_.add_argument("--plant-slowdown", type=float, default=0.0, help=argparse.SUPPRESS)
     q = sub.choices["gate-quality"]
+    q.add_argument("--mode", choices=["paired", "stored", "simulate"], default="paired")
     q.add_argument("--runs", type=int, default=20)
-    q.add_argument("--slowdowns", default="0.10,0.25")
-    q.add_argument("--json", help="write every round's figures here")
+    q.add_argument("--slowdowns", default=None, help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored)")
+    q.add_argument("--json", help="write every figure here")
+    q.add_argument("--baselines-dir", help="stored: where the recorded baselines live")
+    q.add_argument("--hardware-profile", help="stored: the profile id of the baselines (default: detected)")
+    q.add_argument("--pause-seconds", type=float, default=0.0, help="stored: wait between rounds of sessions")
+    q.add_argument("--pytest-args", default="", help="stored: extra pytest arguments, e.g. \"-k trivial\"")
+    q.add_argument("--baselines-file", help="simulate: a baselines file with several sessions per combination")
+    q.add_argument("--paired-json", help="simulate: a --mode=paired --json record to resample pairs from")
+    q.add_argument("--combinations", type=int, default=400, help="simulate: size of the simulated matrix")
+    q.add_argument("--draws", type=int, default=1000, help="simulate: simulated matrices")
     return p
+
+
+def _device(args):
+    import tensorflow as tf
+
+    return args.device or ("gpu" if tf.config.list_physical_devices("GPU") else "cpu")
 
 
 def _combos(args, device) -> List[Combination]:
     import tensorflow as tf
+
+    from hpcnn import hardware
 
     available = len(tf.config.list_physical_devices("GPU")) if device == "gpu" else 4
     try:
         combos = [c for c in build_matrix(args.perf_matrix) if args.only in c.key]
     except ValueError as e:
         _usage(str(e))
-    from hpcnn import hardware
-
     isa = hardware.isa_tier(hardware.cpu_flags())
     runnable = [c for c in combos if c.skip_reason(device, available, isa) is None]
     if not runnable:
@@ -70,15 +102,20 @@ def _combos(args, device) -> List[Combination]:
     return runnable
 
 
-def _usage(message):
-    print(f"hpcnn-perf: error: {message}", file=sys.stderr)
-    sys.exit(USAGE_ERROR)
+def _schedule(args, combinations: int = 1):
+    """The sequential schedule the flags ask for, refused if its last look cannot reach the gate's level."""
+    from hpcnn.perf.sequential import Schedule
 
-
-def _device(args):
-    import tensorflow as tf
-
-    return args.device or ("gpu" if tf.config.list_physical_devices("GPU") else "cpu")
+    if not 3 <= args.min_rounds <= args.max_rounds:
+        _usage(f"--min-rounds={args.min_rounds} --max-rounds={args.max_rounds} is not a schedule; "
+               "allowed: 3 <= --min-rounds <= --max-rounds")
+    schedule = Schedule(args.min_rounds, Schedule.step, args.max_rounds)
+    last = schedule.alpha_at(len(schedule.looks()) - 1, gate.combination_alpha(gate.DEFAULT_ALPHA, combinations))
+    if 0.5 ** args.max_rounds >= last:  # the smallest one-sided signed-rank p of n pairs is 1/2^n
+        need = next(n for n in range(args.min_rounds, 64) if 0.5 ** n < last)
+        _usage(f"--max-rounds={args.max_rounds} is too few for the gate to detect anything over {combinations} "
+               f"combination(s); allowed: {need} or more")
+    return schedule
 
 
 def cmd_profile(args):
@@ -90,10 +127,14 @@ def cmd_profile(args):
 
 
 def cmd_compare(args):
+    """Each combination: A and B interleaved in round pairs until the sequential gate is sure."""
+    from hpcnn.perf import paired, sequential
     from hpcnn.perf.report import format_table
 
     device = _device(args)
     combos = _combos(args, device)
+    schedule = _schedule(args, len(combos))
+    each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos))
     rows, failed = [], False
     with tempfile.TemporaryDirectory() as work:
         try:
@@ -104,11 +145,11 @@ def cmd_compare(args):
             for combo in combos:
                 a, b = paired.open_pair(a_dir, b_dir, combo, device, args.plant_slowdown)
                 try:
-                    base, cur = paired.interleaved_rounds([a, b], combo, args.rounds)
+                    v, _, _ = sequential.run_sequential(paired.pair_runner(a, b, combo), schedule, args.threshold,
+                                                        each)
                 finally:
                     a.close()
                     b.close()
-                v = gate.judge(base, cur, args.threshold)
                 failed |= v.failed
                 rows.append((combo.key, v, ""))
                 print(f"{combo.key}: {v.describe()}", flush=True)
@@ -116,48 +157,75 @@ def cmd_compare(args):
             for d in (a_dir, b_dir):
                 if d.startswith(work):
                     paired.remove_worktree(d)
-    print("\n".join(format_table(rows, f"paired: A={args.baseline} B={args.candidate}")))
+    title = (f"paired: A={args.baseline} B={args.candidate}; {len(combos)} combination(s), each at alpha "
+             f"{each:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
+    print("\n".join(format_table(rows, title)))
     return 1 if failed else 0
 
 
 def cmd_gate_quality(args):
-    """Unchanged vs unchanged, and unchanged vs planted slowdowns, ``runs`` times each."""
-    device = _device(args)
-    combos = _combos(args, device)
-    slowdowns = [0.0] + [float(x) for x in args.slowdowns.split(",") if x]
-    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    record = {"args": vars(args), "combinations": {}}
-    failures = {s: [0] * args.runs for s in slowdowns}  # per slowdown, per run: any combination failed
-    for combo in combos:
-        sides = {}
-        a = paired.Side(here, combo, device, paired.warmup_steps_for(combo))
-        for s in slowdowns:
-            sides[s] = paired.Side(here, combo, device, paired.warmup_steps_for(combo), s)
-        per = record["combinations"][combo.key] = {str(s): [] for s in slowdowns}
-        try:
-            for run in range(args.runs):
-                for s in slowdowns:  # strictly pairwise, as `compare` runs: A B B A ...
-                    base, cur = paired.interleaved_rounds([a, sides[s]], combo, args.rounds)
-                    v = gate.judge(base, cur, args.threshold)
-                    failures[s][run] += v.failed
-                    per[str(s)].append({"baseline": base, "current": cur, "ratio": v.ratio,
-                                        "verdict": v.verdict})
-                print(f"{combo.key} run {run + 1}: " + ", ".join(
-                    f"{s:.0%}: {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']}" for s in slowdowns),
-                    flush=True)
-        finally:
-            for side in [a] + [sides[s] for s in slowdowns]:
-                side.close()
-    print(f"\ngate quality over {args.runs} runs of {len(combos)} combination(s), {args.rounds} rounds a side:")
-    for s in slowdowns:
-        flagged = sum(1 for f in failures[s] if f)
-        what = "false failures" if s == 0 else "detected"
-        print(f"  planted slowdown {s:4.0%}: {flagged}/{args.runs} runs {what}")
-    record["runs_flagged"] = {str(s): sum(1 for f in failures[s] if f) for s in slowdowns}
+    from hpcnn.perf import quality
+
+    slowdowns = [float(x) for x in (args.slowdowns or ("0.10,0.25" if args.mode == "stored" else "0.05,0.10"))
+                 .split(",") if x]
+    if args.mode == "paired":
+        combos = _combos(args, _device(args))
+        record = quality.paired_quality(REPO, combos, _device(args), args.runs, slowdowns,
+                                        _schedule(args, len(combos)), args.threshold, gate.DEFAULT_ALPHA)
+        summary = record["summary"]
+        for s, flagged in summary["flagged"].items():
+            what = "runs with a false failure" if float(s) == 0 else "runs caught"
+            print(f"planted {float(s):4.0%}: {flagged}/{args.runs} {what}; median run "
+                  f"{summary['median_run_seconds'][s]:.0f} s")
+    elif args.mode == "stored":
+        if not args.baselines_dir:
+            _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")
+        from hpcnn.perf.profile import detect, profile_id
+
+        pid = args.hardware_profile or profile_id(detect())
+        record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
+                                        args.pytest_args.split(), args.pause_seconds)
+        for s, summary in record["summary"].items():
+            print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed; per "
+                  f"combination {summary['per_combination']}")
+    else:
+        record = _simulate(args, quality)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(record, f, indent=1)
     return 0
+
+
+def _simulate(args, quality):
+    import numpy as np
+
+    from hpcnn.perf import baselines
+
+    if not args.baselines_file and not args.paired_json:
+        _usage("--mode=simulate needs --baselines-file and/or --paired-json")
+    record = {}
+    if args.baselines_file:
+        try:
+            loaded = baselines.load(args.baselines_file)
+            record["stored"] = quality.simulate_stored(loaded, args.combinations, args.draws)
+        except (baselines.BaselineError, ValueError) as e:
+            _usage(str(e))
+        r = record["stored"]
+        print(f"stored, {r['combinations']} unchanged combinations x {r['draws']} matrices from "
+              f"{r['recorded_cases']} recorded sessions (leave one out): {r['matrices_with_a_false_failure']} "
+              f"matrices with a false failure, rate {r['rate']:.3f} (target <= {r['alpha']}); parametric "
+              f"{r['parametric_rate']:.3f}")
+    if args.paired_json:
+        with open(args.paired_json) as f:
+            runs = json.load(f)["combinations"]
+        pairs = {k: [float(x) for run in c["0.0"] for x in np.log(np.asarray(run["b"]) / np.asarray(run["a"]))]
+                 for k, c in runs.items()}
+        record["paired"] = quality.simulate_paired(pairs, args.combinations, max(20, args.draws // 5),
+                                                   _schedule(args, args.combinations), args.threshold)
+        r = record["paired"]
+        print(f"paired, {r['combinations']} unchanged combinations x {r['draws']} matrices resampled from recorded "
+              f"pairs: {r['matrices_with_a_false_failure']} with a false failure, rate {r['rate']:.3f}")
+    return record
 
 
 def main(argv=None) -> int:
@@ -169,11 +237,6 @@ def main(argv=None) -> int:
         backend.apply(args.onednn)  # before TensorFlow loads; paired workers inherit the environment it sets
     except ConfigError as e:
         _usage(str(e))
-    if getattr(args, "rounds", None) is not None and args.rounds < gate.min_rounds():
-        _usage(f"--rounds={args.rounds} is too few for the gate to detect anything; "
-               f"allowed: {gate.min_rounds()} or more")
-    if hasattr(args, "threshold") and not 0 < args.threshold < 1:
-        _usage(f"--threshold={args.threshold} must be a fraction between 0 and 1")
     return {"profile": cmd_profile, "compare": cmd_compare, "gate-quality": cmd_gate_quality}[args.command](args)
 
 

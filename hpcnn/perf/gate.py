@@ -1,28 +1,38 @@
-"""The noise-aware gate: a drop fails only if it is beyond the threshold AND significant.
+"""The gate's shared vocabulary: a verdict, the family-wise false-alarm level, the minimum detectable slowdown.
 
-Per-round throughputs (images/sec, higher is better) of the baseline and the
-current run are compared by
+Two ways of judging a combination produce a ``Verdict``:
 
-* the ratio of medians, current / baseline, with a percentile-bootstrap 95%
-  interval (seeded, so the verdict on the same samples never changes), and
-* a one-sided Mann-Whitney U test: is the current run stochastically slower?
+* stored (``hpcnn.perf.stored``): this session against the recorded sessions of
+  the profile's baselines file, so that whole-session drift is part of the noise;
+* paired (``hpcnn.perf.sequential``): rounds of revisions A and B interleaved on
+  one machine, judged pair by pair, with rounds added only while it is unclear.
 
-A regression needs the ratio below 1 - threshold and p below ``alpha``; an
-improvement is the mirror image. Everything else is "unchanged" (or "noise" when
-the ratio moved beyond the threshold without significance).
+Either fails a combination only when its drop is beyond the threshold AND
+significant at that combination's share of the family-wise level: with m
+combinations judged in one session each is tested at alpha/m (Bonferroni), so
+the chance that *any* combination of an unchanged matrix fails stays below alpha
+however large the matrix.
+
+``judge_rounds`` (Mann-Whitney on two sets of rounds) remains for a baseline of a
+single recorded session, which cannot tell session drift from a regression; it
+then fails only beyond ``WIDE_BOUND``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
-from scipy.stats import mannwhitneyu
+from scipy import stats
 
-DEFAULT_THRESHOLD = 0.05
-DEFAULT_ALPHA = 0.01
+DEFAULT_ALPHA = 0.01  # family-wise: at most a 1% chance that an unchanged session fails anywhere
+STORED_THRESHOLD = 0.05  # stored mode: the smallest drop worth failing a merge for
+PAIRED_THRESHOLD = 0.02  # paired mode resolves smaller drops (drift cancels within a pair)
+DEFAULT_THRESHOLD = STORED_THRESHOLD
+POWER = 0.8  # the MDS is the drop caught with this probability
+WIDE_BOUND = 0.35  # the session-to-session drift seen on shared runners: all one session can rule out
 BOOTSTRAP_RESAMPLES = 4000
 
 REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "REGRESSION", "improvement", "unchanged", "noise"
@@ -30,7 +40,13 @@ REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "REGRESSION", "improvement", "unchan
 
 @dataclasses.dataclass(frozen=True)
 class Verdict:
-    """The gate's decision and the figures behind it."""
+    """The gate's decision on one combination and the figures behind it.
+
+    ``ratio`` is current / baseline throughput with a 95% interval; ``alpha`` the
+    level this combination was tested at; ``mds`` the minimum detectable slowdown
+    (the drop caught with probability POWER at that level, as a fraction), None
+    when it cannot be computed; ``evidence`` what was compared.
+    """
 
     baseline_median: float
     current_median: float
@@ -41,15 +57,52 @@ class Verdict:
     p_faster: float
     threshold: float
     verdict: str
+    alpha: float = DEFAULT_ALPHA
+    mds: Optional[float] = None
+    evidence: str = ""
+    note: str = ""
 
     @property
     def failed(self) -> bool:
         return self.verdict == REGRESSION
 
+    @property
+    def weak(self) -> bool:
+        """Whether a drop of the threshold's size would usually go unnoticed (MDS above the threshold)."""
+        return self.mds is not None and self.mds > self.threshold
+
     def describe(self) -> str:
-        return (f"baseline {self.baseline_median:.2f}, current {self.current_median:.2f} images/sec; ratio "
-                f"{self.ratio:.3f} [95% CI {self.ci_low:.3f}, {self.ci_high:.3f}]; p(slower)={self.p_slower:.4f}; "
-                f"threshold {self.threshold:.0%}: {self.verdict}")
+        mds = "MDS unknown" if self.mds is None else f"MDS {self.mds:.1%}"
+        weak = " (above the threshold: smaller drops usually pass)" if self.weak else ""
+        text = (f"baseline {self.baseline_median:.2f}, current {self.current_median:.2f} images/sec; ratio "
+                f"{self.ratio:.3f} [95% CI {self.ci_low:.3f}, {self.ci_high:.3f}]; p(slower)={self.p_slower:.2g} "
+                f"at alpha {self.alpha:.2g}; threshold {self.threshold:.0%}; {mds}{weak}; "
+                f"{self.evidence}: {self.verdict}")
+        return text + (f" ({self.note})" if self.note else "")
+
+
+def combination_alpha(alpha: float, m: int) -> float:
+    """Each of ``m`` combinations' level so that the family-wise level is ``alpha`` (Bonferroni)."""
+    return alpha / max(1, m)
+
+
+def classify(ratio: float, p_slower: float, p_faster: float, threshold: float, alpha: float) -> str:
+    """REGRESSION/improvement need size and significance; a large move without significance is noise."""
+    if ratio < 1 - threshold and p_slower < alpha:
+        return REGRESSION
+    if ratio > 1 + threshold and p_faster < alpha:
+        return IMPROVEMENT
+    return NOISE if abs(ratio - 1) > threshold else UNCHANGED
+
+
+def mds(se_log: float, df: float, alpha: float, power: float = POWER) -> float:
+    """The drop a one-sided t test at ``alpha`` catches with probability ``power``.
+
+    ``se_log`` is the standard error of the log-ratio under test, ``df`` its degrees of freedom.
+    """
+    if not math.isfinite(se_log) or df <= 0:
+        return math.inf
+    return 1.0 - math.exp(-(stats.t.ppf(1 - alpha, df) + stats.t.ppf(power, df)) * se_log)
 
 
 def bootstrap_ratio_ci(baseline, current, resamples=BOOTSTRAP_RESAMPLES, seed=0):
@@ -76,31 +129,25 @@ def min_rounds(alpha: float = DEFAULT_ALPHA) -> int:
     return n
 
 
-def judge(baseline: Sequence[float], current: Sequence[float], threshold: float = DEFAULT_THRESHOLD,
-          alpha: float = DEFAULT_ALPHA) -> Verdict:
-    """Compares per-round throughputs.
+def judge_rounds(baseline: Sequence[float], current: Sequence[float], threshold: float = DEFAULT_THRESHOLD,
+                 alpha: float = DEFAULT_ALPHA) -> Verdict:
+    """Two sets of rounds compared as independent samples (one-sided Mann-Whitney U).
 
     Raises:
       ValueError: non-positive samples, or too few rounds for any drop to be
         significant at ``alpha`` (a gate that could never fail).
     """
     if min(baseline, default=0) <= 0 or min(current, default=0) <= 0:
-        raise ValueError("judge() needs positive throughputs on both sides")
+        raise ValueError("judge_rounds() needs positive throughputs on both sides")
     if smallest_p(len(baseline), len(current)) >= alpha:
         raise ValueError(f"{len(baseline)} baseline and {len(current)} current rounds cannot show a significant "
-                         f"drop at alpha={alpha} (smallest p {smallest_p(len(baseline), len(current)):.4f}); "
+                         f"drop at alpha={alpha:.2g} (smallest p {smallest_p(len(baseline), len(current)):.4f}); "
                          f"use at least {min_rounds(alpha)} rounds on each side")
     bm, cm = float(np.median(baseline)), float(np.median(current))
     ratio = cm / bm
     low, high = bootstrap_ratio_ci(baseline, current)
-    p_slower = float(mannwhitneyu(current, baseline, alternative="less").pvalue)
-    p_faster = float(mannwhitneyu(current, baseline, alternative="greater").pvalue)
-    if ratio < 1 - threshold and p_slower < alpha:
-        verdict = REGRESSION
-    elif ratio > 1 + threshold and p_faster < alpha:
-        verdict = IMPROVEMENT
-    elif abs(ratio - 1) > threshold:
-        verdict = NOISE
-    else:
-        verdict = UNCHANGED
-    return Verdict(bm, cm, ratio, low, high, p_slower, p_faster, threshold, verdict)
+    p_slower = float(stats.mannwhitneyu(current, baseline, alternative="less").pvalue)
+    p_faster = float(stats.mannwhitneyu(current, baseline, alternative="greater").pvalue)
+    verdict = classify(ratio, p_slower, p_faster, threshold, alpha)
+    return Verdict(bm, cm, ratio, low, high, p_slower, p_faster, threshold, verdict, alpha,
+                   evidence=f"{len(baseline)} vs {len(current)} rounds")

@@ -70,15 +70,17 @@ _FIELDS = {"model", "variable_update", "data_format", "num_gpus", "precision", "
            "use_nccl", "num_warmup_batches"}
 
 
-def interleaved_rounds(sides: List[Side], combo: Combination, rounds: int) -> List[List[float]]:
-    """Per side, ``rounds`` throughputs, run in alternating order (A B ..., ... B A)."""
-    out = [[] for _ in sides]
+def pair_runner(a: Side, b: Side, combo: Combination):
+    """A function running round pair ``r`` (A then B for even r, B then A for odd) -> (A's, B's images/sec)."""
     batch = combo.batch_size * combo.num_devices
-    for r in range(rounds):
-        order = list(range(len(sides))) if r % 2 == 0 else list(reversed(range(len(sides))))
-        for i in order:
-            out[i].append(throughput(batch, sides[i].run(combo.steps_per_round)))
-    return out
+
+    def run_pair(r: int):
+        first, second = (a, b) if r % 2 == 0 else (b, a)
+        x = throughput(batch, first.run(combo.steps_per_round))
+        y = throughput(batch, second.run(combo.steps_per_round))
+        return (x, y) if r % 2 == 0 else (y, x)
+
+    return run_pair
 
 
 def source_tree(spec: str, workdir: str) -> str:

@@ -1,0 +1,193 @@
+"""How good the gate is on this machine: false failures of unchanged code, planted slowdowns caught.
+
+* ``paired_quality``: unchanged against unchanged, and against planted slowdowns
+  (real work added inside the step), with the sequential paired gate, ``runs``
+  times per combination.
+* ``stored_quality``: whole ``pytest perf_tests`` sessions against recorded
+  baselines, unchanged and planted, one after another (spread over time as a
+  runner's merge requests are).
+* ``simulate_stored`` / ``simulate_paired``: a matrix of many combinations
+  (400 by default, the size of a full GPU matrix) of unchanged code, drawn from
+  recorded samples: how often would any combination fail?
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from hpcnn.perf import gate, paired, sequential, stored
+from hpcnn.perf.baselines import Baselines
+from hpcnn.perf.matrix import Combination
+
+
+def paired_quality(here: str, combos: List[Combination], device: str, runs: int, slowdowns: Sequence[float],
+                   schedule: sequential.Schedule, threshold: float, alpha: float, log=print) -> dict:
+    """Per combination, ``runs`` sequential comparisons of unchanged code against itself and each slowdown."""
+    levels = [0.0] + [s for s in slowdowns if s > 0]
+    each = gate.combination_alpha(alpha, len(combos))
+    record: Dict[str, dict] = {"alpha": alpha, "combination_alpha": each, "threshold": threshold,
+                               "schedule": vars(schedule), "combinations": {}}
+    for combo in combos:
+        started = time.perf_counter()
+        warm = paired.warmup_steps_for(combo)
+        a = paired.Side(here, combo, device, warm)
+        sides = {s: paired.Side(here, combo, device, warm, s) for s in levels}
+        startup = time.perf_counter() - started
+        per = record["combinations"][combo.key] = {"startup_s": startup, **{str(s): [] for s in levels}}
+        try:
+            for run in range(runs):
+                for s in levels:
+                    t0 = time.perf_counter()
+                    v, ra, rb = sequential.run_sequential(paired.pair_runner(a, sides[s], combo), schedule,
+                                                          threshold, each)
+                    per[str(s)].append({"a": ra, "b": rb, "ratio": v.ratio, "verdict": v.verdict,
+                                        "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0})
+                log(f"{combo.key} run {run + 1}: " + ", ".join(
+                    f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
+                    f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
+        finally:
+            for side in [a, *sides.values()]:
+                side.close()
+    record["summary"] = summarize_paired(record, runs, levels)
+    return record
+
+
+def summarize_paired(record: dict, runs: int, levels: Sequence[float]) -> dict:
+    """Runs flagged per slowdown (any combination failed), per-combination counts, wall time per run."""
+    combos = record["combinations"]
+    out = {"runs": runs, "flagged": {}, "per_combination": {}, "median_run_seconds": {}}
+    for s in levels:
+        key = str(s)
+        flagged = [any(c[key][r]["verdict"] == gate.REGRESSION for c in combos.values()) for r in range(runs)]
+        out["flagged"][key] = sum(flagged)
+        out["median_run_seconds"][key] = statistics.median(
+            sum(c[key][r]["seconds"] for c in combos.values()) for r in range(runs))
+    for name, c in combos.items():
+        out["per_combination"][name] = {
+            str(s): {"failed": sum(x["verdict"] == gate.REGRESSION for x in c[str(s)]),
+                     "median_pairs": statistics.median(x["pairs"] for x in c[str(s)]),
+                     "median_mds": statistics.median(x["mds"] for x in c[str(s)])} for s in levels}
+    out["startup_seconds"] = sum(c["startup_s"] for c in combos.values())
+    return out
+
+
+def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, slowdowns: Sequence[float],
+                   pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print) -> dict:
+    """``runs`` rounds of pytest sessions (unchanged, then each slowdown) judged against recorded baselines."""
+    levels = [0.0] + [s for s in slowdowns if s > 0]
+    record = {"baselines_dir": baselines_dir, "profile_id": profile_id, "sessions": {str(s): [] for s in levels}}
+    with tempfile.TemporaryDirectory() as work:
+        for run in range(runs):
+            for s in levels:
+                out = os.path.join(work, "bench.json")
+                cmd = [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
+                       f"--baselines-dir={baselines_dir}", f"--hardware-profile={profile_id}",
+                       f"--benchmark-json={out}", *pytest_args] + ([f"--plant-slowdown={s}"] if s else [])
+                started = time.time()
+                p = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
+                if p.returncode not in (0, 1):
+                    raise RuntimeError(f"perf session exited {p.returncode}:\n{(p.stdout + p.stderr)[-3000:]}")
+                with open(out) as f:
+                    benches = json.load(f)["benchmarks"]
+                verdicts = {b["extra_info"]["combination"]: {k: b["extra_info"].get(k)
+                                                              for k in ("verdict", "ratio", "mds")}
+                            for b in benches if "verdict" in b["extra_info"]}
+                record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
+                                                   "combinations": verdicts})
+                log(f"session {run + 1} planted {s:.0%}: " + ", ".join(
+                    f"{k.split('-NHWC')[0]} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items()))
+            if pause_s and run < runs - 1:
+                time.sleep(pause_s)
+    record["summary"] = {str(s): {"sessions": runs, "failed": sum(x["failed"] for x in record["sessions"][str(s)]),
+                                  "per_combination": _per_combination(record["sessions"][str(s)])}
+                         for s in levels}
+    return record
+
+
+def _per_combination(sessions: List[dict]) -> Dict[str, int]:
+    counts: Dict[str, int] = {}
+    for session in sessions:
+        for key, v in session["combinations"].items():
+            counts[key] = counts.get(key, 0) + (v["verdict"] == gate.REGRESSION)
+    return counts
+
+
+def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 1000,
+                    alpha: float = gate.DEFAULT_ALPHA, seed: int = 0) -> dict:
+    """Unchanged matrices of ``combinations`` drawn from recorded sessions, leave one session out.
+
+    Each simulated combination is a recorded one (cycled) whose randomly chosen
+    session plays the current session and whose other sessions the baseline; the
+    pooled spread leaves that session out too. Returns how many of ``draws``
+    matrices had any failure (the family-wise false-alarm rate), and the same for
+    a parametric draw from the fitted log-normal noise.
+    """
+    keys = [k for k in baselines.combinations if len(baselines.sessions(k)) >= 3]
+    if not keys:
+        raise ValueError("simulate_stored() needs combinations with 3 or more recorded sessions")
+    rng = np.random.default_rng(seed)
+    each = gate.combination_alpha(alpha, combinations)
+    cases = {}  # (key, held-out index) -> failed at `each`: every case is a real unchanged session
+    for k in keys:
+        sessions = baselines.sessions(k)
+        for j in range(len(sessions)):
+            rest = sessions[:j] + sessions[j + 1:]
+            others = [baselines.sessions(x) for x in keys if x != k] + [rest]
+            v = stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, stored.pooled_noise(others))
+            cases[(k, j)] = v.failed
+    failures = 0
+    for _ in range(draws):
+        picks = [(keys[i % len(keys)], int(rng.integers(len(baselines.sessions(keys[i % len(keys)])))))
+                 for i in range(combinations)]
+        failures += any(cases[p] for p in picks)
+    return {"combinations": combinations, "draws": draws, "alpha": alpha, "combination_alpha": each,
+            "recorded_cases": len(cases), "failing_cases": sum(cases.values()),
+            "matrices_with_a_false_failure": failures, "rate": failures / draws,
+            "parametric_rate": _parametric_stored(baselines, keys, combinations, max(50, draws // 10), each, rng)}
+
+
+def _parametric_stored(baselines, keys, combinations, draws, each, rng) -> float:
+    """The same matrix drawn from the fitted noise: log session medians normal with the pooled spread."""
+    noise = baselines.prior()
+    failures = 0
+    for _ in range(draws):
+        failed = False
+        for i in range(combinations):
+            k = keys[i % len(keys)]
+            n = len(baselines.sessions(k))
+            x = np.exp(rng.normal(0.0, noise.sigma, n + 1)) * 100.0
+            sessions = [[v] * 5 for v in x[:-1]]
+            failed |= stored.judge_sessions(sessions, [x[-1]] * 5, gate.STORED_THRESHOLD, each, noise).failed
+        failures += failed
+    return failures / draws
+
+
+def simulate_paired(pairs: Dict[str, List[float]], combinations: int = 400, draws: int = 200,
+                    schedule: Optional[sequential.Schedule] = None, threshold: float = gate.PAIRED_THRESHOLD,
+                    alpha: float = gate.DEFAULT_ALPHA, seed: int = 0) -> dict:
+    """Unchanged matrices whose combinations resample recorded pairs' log-ratios (``pairs``: key -> log(B/A))."""
+    schedule = schedule or sequential.Schedule()
+    rng = np.random.default_rng(seed)
+    each = gate.combination_alpha(alpha, combinations)
+    keys = sorted(pairs)
+    failures = 0
+    for _ in range(draws):
+        failed = False
+        for i in range(combinations):
+            d = np.asarray(pairs[keys[i % len(keys)]])
+            draw = iter(rng.choice(d, schedule.max_pairs))
+            v, _, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
+                                                threshold, each)
+            failed |= v.failed
+        failures += failed
+    return {"combinations": combinations, "draws": draws, "alpha": alpha, "combination_alpha": each,
+            "matrices_with_a_false_failure": failures, "rate": failures / draws}

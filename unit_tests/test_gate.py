@@ -1,0 +1,213 @@
+"""The gate's decisions, on samples recorded on this project's 2-core CPU.
+
+recorded_rounds.json: 20 gate-quality runs of trivial-ps, rounds interleaved A B B A,
+unchanged and with a planted 25% slowdown (adjacent rounds form pairs).
+recorded_sessions.json: smoke-matrix sessions recorded as a runner records its
+baselines (separate pytest processes, minutes apart), whole-session drift included.
+"""
+
+import itertools
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from hpcnn.perf import gate, quality, sequential, stored
+from hpcnn.perf.baselines import Baselines
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def _load(name):
+    with open(os.path.join(DATA, name)) as f:
+        return json.load(f)
+
+
+ROUNDS = _load("recorded_rounds.json")
+SESSIONS = _load("recorded_sessions.json")
+SMOKE_ALPHA = gate.combination_alpha(gate.DEFAULT_ALPHA, len(SESSIONS["combinations"]))
+
+
+def _pooled(runs):
+    """Every recorded adjacent pair of ``runs``, as (A, B) throughputs."""
+    return [(x, y) for r in runs for x, y in zip(r["baseline"], r["current"])]
+
+
+def _replay(pairs, seed):
+    """A sequential run whose pairs are drawn (seeded, with replacement) from ``pairs``.
+
+    Drawn from all runs' pairs pooled, not from one run's six: one run's pairs share
+    that moment's drift (a run where B happened to sit 13% low throughout exists),
+    and replaying six pairs twenty times would fake a consistency they do not have.
+    The window-level drift is in the real runs of `hpcnn-perf gate-quality --mode=paired`.
+    """
+    rng = np.random.default_rng(seed)
+    order = rng.integers(len(pairs), size=64)
+    return lambda r: pairs[order[r]]
+
+
+# -- the verdict vocabulary ----------------------------------------------------------------------------------
+def test_a_regression_needs_both_size_and_significance():
+    run = ROUNDS["slowdown_25"][0]
+    a = run["baseline"] * 4  # 24 recorded pairs: enough for the rank test to reach small levels
+    b = run["current"] * 4
+    v = sequential.judge_pairs(a, b, threshold=0.05, alpha=SMOKE_ALPHA)
+    assert v.verdict == gate.REGRESSION and v.ratio < 0.85 and v.ci_low <= v.ratio <= v.ci_high
+    assert sequential.judge_pairs(a, b, threshold=0.30, alpha=SMOKE_ALPHA).verdict == gate.UNCHANGED  # too small
+    unchanged = ROUNDS["unchanged"][0]
+    slower = [x * 0.97 for x in unchanged["current"]]
+    v = sequential.judge_pairs(unchanged["baseline"] * 4, slower * 4, threshold=0.05, alpha=SMOKE_ALPHA)
+    assert v.verdict in (gate.UNCHANGED, gate.NOISE) and v.ratio > 0.95  # a 3% drop is not beyond 5%
+
+
+def test_family_alpha_is_split_over_the_combinations_judged():
+    assert gate.combination_alpha(0.01, 400) == pytest.approx(2.5e-5)
+    assert gate.combination_alpha(0.01, 0) == 0.01
+
+
+def test_mds_grows_with_noise_and_shrinks_with_evidence():
+    assert gate.mds(0.02, 10, 0.01) < gate.mds(0.04, 10, 0.01) < gate.mds(0.04, 3, 0.01)
+    assert gate.mds(0.02, 10, 0.001) > gate.mds(0.02, 10, 0.01)
+    # one-sided t quantiles at alpha and at the power, on the log scale
+    expected = 1 - math.exp(-(2.7638 + 0.8791) * 0.02)  # t(0.99, 10) + t(0.8, 10)
+    assert gate.mds(0.02, 10, 0.01) == pytest.approx(expected, rel=1e-3)
+    assert gate.mds(float("nan"), 5, 0.01) == math.inf
+
+
+# -- paired mode: sequential rounds --------------------------------------------------------------------------
+def test_schedule_spends_at_most_alpha_and_refuses_useless_shapes():
+    s = sequential.Schedule()
+    assert s.looks() == [8, 12, 16, 20]
+    assert sum(s.alpha_at(k, 0.01) for k in range(4)) == pytest.approx(0.01)
+    assert sequential.Schedule(5, 4, 7).looks() == [5, 7]
+    assert sequential.Schedule(6, 1, 6).alpha_at(0, 0.01) == 0.01
+    with pytest.raises(ValueError, match="min_pairs <= max_pairs"):
+        sequential.Schedule(8, 4, 6)
+    with pytest.raises(ValueError, match="3 <= min_pairs"):
+        sequential.Schedule(2, 1, 6)
+
+
+def test_sequential_gate_on_recorded_pairs_never_fails_unchanged_code_and_catches_25_percent():
+    schedule = sequential.Schedule()
+    same, slower = _pooled(ROUNDS["unchanged"]), _pooled(ROUNDS["slowdown_25"])
+    unchanged = [sequential.run_sequential(_replay(same, i), schedule, 0.02, SMOKE_ALPHA) for i in range(20)]
+    slowed = [sequential.run_sequential(_replay(slower, i), schedule, 0.02, SMOKE_ALPHA) for i in range(20)]
+    assert sum(v.failed for v, _, _ in unchanged) == 0
+    assert sum(v.failed for v, _, _ in slowed) >= 19
+    # clear cases stop early; every run ends at a look of the schedule
+    assert min(len(a) for _, a, _ in slowed) <= 12
+    assert {len(a) for _, a, _ in unchanged + slowed} <= set(schedule.looks())
+
+
+def test_clearly_equal_sides_stop_at_the_first_look():
+    same = [(x, x * 1.001) for x, _ in _pooled(ROUNDS["unchanged"])]  # B tracks A round for round
+    v, a, b = sequential.run_sequential(_replay(same, 0), sequential.Schedule(), 0.02, SMOKE_ALPHA)
+    assert len(a) == 8 and v.verdict == gate.UNCHANGED and 0.98 < v.ci_low <= v.ci_high < 1.02
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_signed_rank_p_is_the_exact_permutation_distribution_with_ties_and_zeros(seed):
+    d = np.round(np.random.default_rng(seed).normal(size=11), 1)  # rounding makes tied magnitudes and zeros
+    nonzero = d[d != 0]
+    ranks = stats.rankdata(np.abs(nonzero))
+    w = ranks[nonzero > 0].sum()
+    every = np.array([ranks[np.array(signs, bool)].sum() for signs in itertools.product([0, 1], repeat=len(ranks))])
+    slower, faster = sequential.signed_rank_p(d)
+    assert slower == pytest.approx(np.mean(every <= w + 1e-9)) and faster == pytest.approx(np.mean(every >= w - 1e-9))
+    untied = np.random.default_rng(seed).normal(size=12)
+    assert sequential.signed_rank_p(untied)[0] == pytest.approx(
+        stats.wilcoxon(untied, alternative="less", method="exact").pvalue)
+
+
+def test_paired_judgement_refuses_unequal_or_tiny_sides():
+    with pytest.raises(ValueError, match="two equal sides of 3 or more rounds"):
+        sequential.judge_pairs([1.0, 2.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="two equal sides"):
+        sequential.judge_pairs([1.0, 2.0, 3.0], [1.0, 2.0])
+    with pytest.raises(ValueError, match="positive"):
+        sequential.judge_pairs([1.0, 2.0, 0.0], [1.0, 2.0, 3.0])
+
+
+# -- stored mode: sessions -----------------------------------------------------------------------------------
+def _baselines(drop=None):
+    combos = {k: {"sessions": [{"samples": s} for s in v if s is not drop]}
+              for k, v in SESSIONS["combinations"].items()}
+    return Baselines(SESSIONS["profile"], combos)
+
+
+def test_pooled_and_moderated_spread_by_hand():
+    a = [[100.0, 101.0], [110.0, 111.0], [90.0]]
+    b = [[50.0], [55.0]]
+    la, lb = np.log([100.5, 110.5, 90.0]), np.log([50.0, 55.0])
+    ss = np.sum((la - la.mean()) ** 2) + np.sum((lb - lb.mean()) ** 2)
+    pooled = stored.pooled_noise([a, b, [[7.0]]])  # a single session adds nothing
+    assert pooled.df == 3 and pooled.sigma == pytest.approx(math.sqrt(ss / 3))
+    own = stored.moderated_noise(b, pooled)
+    assert own.df == 1 + 3  # own df + min(pooled df, PRIOR_DF)
+    assert own.sigma ** 2 == pytest.approx((3 * pooled.sigma ** 2 + np.sum((lb - lb.mean()) ** 2)) / 4)
+    assert stored.moderated_noise([[7.0]], None) is None
+
+
+def test_every_recorded_session_passes_against_the_others_whatever_its_drift():
+    """Leave one session out: unchanged code, each session's own drift included, never fails."""
+    biggest_shift = 0.0
+    for key, sessions in SESSIONS["combinations"].items():
+        for j, current in enumerate(sessions):
+            rest = sessions[:j] + sessions[j + 1:]
+            b = _baselines(drop=current)
+            v = stored.judge_sessions(rest, current, gate.STORED_THRESHOLD, SMOKE_ALPHA, b.prior())
+            assert not v.failed, (key, j, v.describe())
+            biggest_shift = max(biggest_shift, abs(math.log(v.ratio)))
+    assert biggest_shift > 0.05  # the recording does hold whole-session shifts beyond the threshold
+
+
+def test_rounds_as_independent_samples_would_have_failed_a_shifted_unchanged_session():
+    """Why sessions, not rounds: the old one-session Mann-Whitney gate calls a drifted session a regression."""
+    flagged = []
+    for key, sessions in SESSIONS["combinations"].items():
+        for i, base in enumerate(sessions):
+            for current in sessions[i + 1:]:
+                if gate.judge_rounds(base, current, gate.STORED_THRESHOLD, SMOKE_ALPHA).failed:
+                    flagged.append(key)
+    assert flagged  # unchanged code, judged by rounds: false failures
+    b = _baselines()
+    for key in set(flagged):
+        sessions = b.sessions(key)
+        assert not stored.judge_sessions(sessions[:-1], sessions[-1], 0.05, SMOKE_ALPHA, b.prior()).failed
+
+
+def test_a_planted_slowdown_beyond_the_mds_fails_with_the_mds_in_the_message():
+    b = _baselines()
+    prior = b.prior()
+    for key, sessions in SESSIONS["combinations"].items():
+        mds = stored.next_session_mds(sessions[:-1], prior, SMOKE_ALPHA)
+        slowed = [x * (1 - min(0.9, mds + 0.15)) for x in sessions[-1]]
+        v = stored.judge_sessions(sessions[:-1], slowed, gate.STORED_THRESHOLD, SMOKE_ALPHA, prior)
+        assert v.failed and f"MDS {v.mds:.1%}" in v.describe(), (key, v.describe())
+
+
+def test_one_recorded_session_says_it_cannot_tell_drift_from_a_regression():
+    key, sessions = next(iter(SESSIONS["combinations"].items()))
+    v = stored.judge_sessions(sessions[:1], [x * 0.8 for x in sessions[1]], 0.05, SMOKE_ALPHA, None)
+    assert not v.failed and v.mds == gate.WIDE_BOUND and v.weak
+    assert "cannot tell session drift from a regression" in v.describe()
+    halved = stored.judge_sessions(sessions[:1], [x * 0.5 for x in sessions[0]], 0.05, 0.01, None)
+    assert halved.failed  # beyond the wide bound, with rank significance
+
+
+def test_a_400_combination_matrix_of_unchanged_sessions_fails_no_more_than_alpha():
+    r = quality.simulate_stored(_baselines(), combinations=400, draws=400, alpha=0.01, seed=1)
+    assert r["failing_cases"] == 0 and r["rate"] <= 0.01
+    assert r["parametric_rate"] <= 0.05  # 40 parametric matrices: 0.05 = 2 of 40
+
+
+def test_rounds_against_rounds_refuses_sample_sizes_that_could_never_fail():
+    assert gate.min_rounds(0.01) == 5 and gate.smallest_p(4, 4) == pytest.approx(1 / 70)
+    with pytest.raises(ValueError, match="use at least 5 rounds"):
+        gate.judge_rounds([100.0] * 4, [50.0] * 4)
+    with pytest.raises(ValueError, match="positive"):
+        gate.judge_rounds([], [1.0])
+    assert gate.judge_rounds([100.0, 101, 99, 100, 102], [50.0, 51, 49, 50, 52]).failed
