@@ -17,6 +17,7 @@ from hpcnn import backend
 from hpcnn.config import (
     DATA_FORMATS, DEVICES, ONEDNN, OPTIMIZERS, PRECISIONS, VARIABLE_UPDATES, BenchmarkConfig, ConfigError)
 from hpcnn.errors import RunError
+from hpcnn.usage import USAGE_ERROR
 
 
 def _import_tensorflow_quietly():
@@ -40,7 +41,6 @@ def _import_tensorflow_quietly():
         os.close(devnull)
 
 
-USAGE_ERROR = 2
 
 
 def _define_flags() -> flags.FlagValues:

@@ -17,13 +17,9 @@ import os
 import sys
 from typing import Iterator, List, Tuple
 
+from hpcnn.usage import Parser
+
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"hpcnn-data: error: {message}", file=sys.stderr)
-        sys.exit(2)
 
 
 def example(jpeg: bytes, label: int, height: int, width: int, bbox=None):
@@ -109,8 +105,8 @@ def folder_examples(root: str) -> Tuple[List, List[str]]:
 
 
 def _parser():
-    p = _Parser(prog="hpcnn-data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    p = Parser(prog="hpcnn-data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     syn = sub.add_parser("make-synthetic", help="N random JPEGs in ImageNet-layout shards")
     syn.add_argument("--num-images", type=int, default=512)
     syn.add_argument("--num-classes", type=int, default=10)

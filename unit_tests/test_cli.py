@@ -122,3 +122,15 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
     assert p.returncode == 2
     assert p.stderr.splitlines() == [p.stderr.strip()] and "Traceback" not in p.stderr
     assert p.stderr.startswith("hpcnn: error: --model='nope'")
+
+
+@pytest.mark.parametrize("argv,line", [
+    (["hpcnn.data_tool", "shred"], "hpcnn-data: error: argument command: invalid choice: 'shred'"),
+    (["hpcnn.data_tool", "check"], "hpcnn-data: error: the following arguments are required: "),
+    (["hpcnn.perf.cli", "compare", "--max-rounds=x"],
+     "hpcnn-perf: error: argument --max-rounds: invalid int value: 'x'"),
+])
+def test_every_command_reports_usage_errors_as_one_line_with_exit_2(argv, line):
+    p = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith(line), p.stderr

@@ -20,20 +20,14 @@ import tempfile
 from typing import List
 
 from hpcnn.perf import gate
+from hpcnn.usage import Parser, usage_error
 from hpcnn.perf.matrix import Combination, build_matrix
 
-USAGE_ERROR = 2
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2
-        _usage(message)
-
-
 def _usage(message):
-    print(f"hpcnn-perf: error: {message}", file=sys.stderr)
-    sys.exit(USAGE_ERROR)
+    usage_error("hpcnn-perf", message)
 
 
 def _fraction(text):
@@ -44,10 +38,10 @@ def _fraction(text):
 
 
 def _parser():
-    p = _Parser(prog="hpcnn-perf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog="hpcnn-perf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--onednn", choices=["auto", "on", "off"], default="auto",
                    help="CPU backend for this command and every worker it starts (as hpcnn --onednn)")
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     prof = sub.add_parser("profile", help="print this machine's hardware profile id")
     prof.add_argument("--json", action="store_true", help="print the whole profile")
     for name in ("compare", "gate-quality"):
@@ -90,7 +84,7 @@ def _combos(args, device) -> List[Combination]:
 
     from hpcnn import hardware
 
-    available = len(tf.config.list_physical_devices("GPU")) if device == "gpu" else 4
+    available = len(tf.config.list_physical_devices("GPU")) if device == "gpu" else hardware.LOGICAL_CPUS
     try:
         combos = [c for c in build_matrix(args.perf_matrix) if args.only in c.key]
     except ValueError as e:
