@@ -21,7 +21,7 @@ import tensorflow as tf
 from hpcnn.benchmark import Benchmark
 from hpcnn.config import BenchmarkConfig
 from hpcnn.inputs import pipeline, records
-from hpcnn.stats import throughput
+from hpcnn.stats import interleaved, throughput
 
 
 def timed(iterator, batches, batch_size):
@@ -53,7 +53,7 @@ def main():
         run()  # warm-up: tracing, file caches, autotuning
     rounds = {k: [] for k in sides}
     for r in range(a.rounds):
-        for name in (list(sides) if r % 2 == 0 else list(reversed(sides))):
+        for name in interleaved(list(sides), r):
             rounds[name].append(sides[name]())
             print(f"round {r + 1} {name:20s} {rounds[name][-1]:8.1f} images/sec", flush=True)
     med = {k: statistics.median(v) for k, v in rounds.items()}

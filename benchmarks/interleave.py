@@ -17,7 +17,7 @@ import statistics
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.cli import parse_config
-from hpcnn.stats import throughput
+from hpcnn.stats import interleaved, throughput
 
 
 def main():
@@ -37,7 +37,7 @@ def main():
         sides[name][0].run_steps(a.warmup)
     rounds = {"A": [], "B": []}
     for r in range(a.rounds):
-        for name in ("A", "B") if r % 2 == 0 else ("B", "A"):
+        for name in interleaved(["A", "B"], r):
             bench, batch = sides[name]
             times, _ = bench.run_steps(a.steps)
             rounds[name].append(throughput(batch, times))

@@ -23,6 +23,8 @@ import subprocess
 import sys
 import time
 
+from hpcnn.stats import interleaved
+
 TOTAL = re.compile(r"^total images/sec: ([0-9.]+)", re.M)
 
 
@@ -41,12 +43,6 @@ def run_once(command: str, timeout_s: float) -> float:
         tail = (p.stdout + p.stderr)[-1500:]
         raise RuntimeError(f"{command!r} exited {p.returncode} without a total images/sec line:\n{tail}")
     return float(found[-1])
-
-
-def rotation(names, r):
-    """Round ``r``'s order: the sides rotated by r (A B C, B C A, C A B, ...)."""
-    k = r % len(names)
-    return names[k:] + names[:k]
 
 
 def main(argv=None) -> int:
@@ -71,7 +67,7 @@ def main(argv=None) -> int:
     figures = {n: [] for n in names}
     started = time.time()
     for r in range(a.rounds):
-        for name in rotation(names, r):
+        for name in interleaved(names, r):
             figures[name].append(run_once(sides[name], a.timeout))
             print(f"round {r + 1} {name}: {figures[name][-1]:.2f} images/sec", flush=True)
     ref = names[0]

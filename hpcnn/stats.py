@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
+from typing import List, Sequence, TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,3 +34,12 @@ def speed(batch_size: int, step_times: Sequence[float]) -> Speed:
     speeds = batch_size / np.asarray(step_times, dtype=np.float64)
     mad = np.median(np.abs(speeds - np.median(speeds)))
     return Speed(float(np.mean(speeds)), float(np.std(speeds) / np.sqrt(len(speeds))), float(1.4826 * mad))
+
+
+def interleaved(sides: Sequence[T], r: int) -> List[T]:
+    """Round ``r``'s running order: ``sides`` rotated by r (A B, B A for two; A B C, B C A, C A B for three).
+
+    Every side runs first, second, ... equally often, so drift within a round hits each alike.
+    """
+    k = r % len(sides)
+    return list(sides[k:]) + list(sides[:k])

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from hpcnn.stats import speed, throughput
+from hpcnn.stats import interleaved, speed, throughput
 
 
 def test_speed_mean_uncertainty_and_jitter():
@@ -29,3 +29,11 @@ def test_no_steps_is_an_error():
 
 def test_throughput_is_all_images_over_all_time():
     assert throughput(10, [0.1, 0.2, 0.25, 0.5]) == pytest.approx(40 / 1.05)
+
+
+def test_interleaved_order_puts_every_side_in_every_position_equally_often():
+    assert [interleaved(["A", "B"], r) for r in range(4)] == [["A", "B"], ["B", "A"], ["A", "B"], ["B", "A"]]
+    orders = [interleaved("ABC", r) for r in range(6)]
+    assert orders[:3] == [list("ABC"), list("BCA"), list("CAB")]
+    for side in "ABC":
+        assert sorted(o.index(side) for o in orders) == [0, 0, 1, 1, 2, 2]

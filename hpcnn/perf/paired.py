@@ -13,10 +13,10 @@ import select
 import subprocess
 import sys
 import tempfile
-from typing import List, Optional
+from typing import List
 
 from hpcnn.perf.matrix import Combination
-from hpcnn.stats import throughput
+from hpcnn.stats import interleaved, throughput
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 READY_TIMEOUT_S = 900
@@ -37,7 +37,7 @@ class Side:
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, WORKER, json.dumps(spec)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
-        self.ready = self._read(READY_TIMEOUT_S)
+        self._read(READY_TIMEOUT_S)  # built and warmed up
 
     def run(self, steps: int, timeout_s: float = 600) -> List[float]:
         """Step times of one round of ``steps`` steps."""
@@ -75,10 +75,8 @@ def pair_runner(a: Side, b: Side, combo: Combination):
     batch = combo.batch_size * combo.num_devices
 
     def run_pair(r: int):
-        first, second = (a, b) if r % 2 == 0 else (b, a)
-        x = throughput(batch, first.run(combo.steps_per_round))
-        y = throughput(batch, second.run(combo.steps_per_round))
-        return (x, y) if r % 2 == 0 else (y, x)
+        speed = {side: throughput(batch, side.run(combo.steps_per_round)) for side in interleaved([a, b], r)}
+        return speed[a], speed[b]
 
     return run_pair
 
@@ -103,10 +101,9 @@ def warmup_steps_for(combo: Combination) -> int:
     return max(3, combo.steps_per_round)
 
 
-def open_pair(a_dir: str, b_dir: str, combo: Combination, device: str, plant_b: float = 0.0,
-              warmup: Optional[int] = None):
+def open_pair(a_dir: str, b_dir: str, combo: Combination, device: str, plant_b: float = 0.0):
     """Starts the A and B workers one after the other (so warm-ups do not compete)."""
-    warmup = warmup or warmup_steps_for(combo)
+    warmup = warmup_steps_for(combo)
     a = Side(a_dir, combo, device, warmup)
     try:
         b = Side(b_dir, combo, device, warmup, plant_b)
