@@ -9,7 +9,9 @@ fake clock, so it slows the step the way a slower kernel would.
 
 from __future__ import annotations
 
+import statistics
 import time
+from typing import Sequence
 
 import tensorflow as tf
 
@@ -49,8 +51,9 @@ class PlantedSlowdown:
     def hook(self, loss):
         return _work(loss, self.units)
 
-    def calibrate(self, fraction: float, step_seconds: float) -> int:
-        """Makes each step do work worth ``fraction`` x ``step_seconds``; returns the units."""
-        units = max(1, round(fraction * step_seconds / unit_seconds())) if fraction > 0 else 0
+    def calibrate(self, fraction: float, step_times: Sequence[float]) -> int:
+        """Makes each step do work worth ``fraction`` x the median of ``step_times`` (warm-up steps); returns the units.
+        """
+        units = max(1, round(fraction * statistics.median(step_times) / unit_seconds())) if fraction > 0 else 0
         self.units.assign(units)
         return units

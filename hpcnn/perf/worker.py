@@ -37,7 +37,7 @@ def main():
         planted = PlantedSlowdown()
     bench = Benchmark(config, step_hook=planted.hook if planted else None)
     times, _ = bench.run_steps(spec["warmup_steps"])
-    units = planted.calibrate(spec["plant_slowdown"], sorted(times)[len(times) // 2]) if planted else 0
+    units = planted.calibrate(spec["plant_slowdown"], times) if planted else 0
     print(json.dumps({"ready": True, "planted_units": units}), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
