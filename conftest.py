@@ -18,9 +18,8 @@ MARKERS = {
     "nchw": "runs NCHW kernels on the CPU (oneDNN has them; TensorFlow's default CPU kernels do not)",
 }
 
-# Multi-device tests run on logical CPU devices. TensorFlow can split the CPU only
-# before its runtime starts, so the split is made once for the whole session.
-NUM_LOGICAL_CPUS = 4
+# Multi-device tests run on hardware.LOGICAL_CPUS logical CPU devices. TensorFlow can
+# split the CPU only before its runtime starts, so the split is made once per session.
 
 
 def pytest_addoption(parser):
@@ -44,12 +43,12 @@ def pytest_addoption(parser):
 def pytest_configure(config):
     for name, doc in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {doc}")
-    from hpcnn import backend
+    from hpcnn import backend, hardware
 
     backend.apply(config.getoption("--onednn"))  # before anything imports TensorFlow
     from hpcnn.devices import ensure_logical_cpus
 
-    ensure_logical_cpus(NUM_LOGICAL_CPUS)
+    ensure_logical_cpus(hardware.LOGICAL_CPUS)
 
 
 def pytest_collection_modifyitems(config, items):

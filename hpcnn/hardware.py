@@ -23,6 +23,10 @@ ISA_TIERS = (
 )
 NATIVE_BF16_TIERS = ("amx", "avx512-bf16")
 
+# The unit tests and the CPU perf matrix split the processor into this many logical
+# devices, so that multi-device code runs for real on a machine without GPUs.
+LOGICAL_CPUS = 4
+
 
 def _cpuinfo_field(name: str) -> str:
     try:
