@@ -18,7 +18,6 @@ import tensorflow as tf
 from hpcnn.config import ConfigError
 from hpcnn.errors import RunError
 
-SUBSETS = ("train", "validation")
 LABEL_OFFSET = 1  # ImageNet build scripts reserve 0 for "background"
 
 FEATURES = {

@@ -33,7 +33,7 @@ class ParamSpec:
 
     name: str
     shape: tuple
-    init: str  # "he_normal" | "glorot_uniform" | "zeros" | "ones" | "normal_0.01"
+    init: str  # "he_normal" | "glorot_uniform" | "zeros" | "ones"
     trainable: bool = True
     weight_decay: bool = True
 
@@ -83,8 +83,8 @@ class Net:
 
     # -- layers ----------------------------------------------------------------
     def conv(self, name, x, filters, kernel, stride=1, padding="SAME", activation="relu",
-             use_batch_norm=True, use_bias=None, bn_scale=True):
-        """Convolution, then fused batch norm (or bias), then the activation."""
+             use_batch_norm=True, bn_scale=True):
+        """Convolution, then fused batch norm (or, without it, a bias), then the activation."""
         kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
         w = self._read(f"{name}/kernel", (kh, kw, self.channels(x), filters), "he_normal")
         if padding == "SAME_RESNET" and stride > 1:
@@ -97,7 +97,7 @@ class Net:
         y = tf.nn.conv2d(x, w, self._strides(stride), padding, data_format=self.data_format)
         if use_batch_norm:
             y = self.batch_norm(f"{name}/bn", y, scale=bn_scale)
-        elif use_bias is not False:
+        else:
             b = self._read(f"{name}/bias", (filters,), "zeros", weight_decay=False)
             y = tf.nn.bias_add(y, b, data_format=self.data_format)
         return self.activate(y, activation)
@@ -216,8 +216,6 @@ def initial_value(spec: ParamSpec, seed: int) -> tf.Tensor:
     if spec.init == "glorot_uniform":
         limit = math.sqrt(6.0 / (fan_in + fan_out))
         return tf.random.stateless_uniform(shape, key, -limit, limit)
-    if spec.init == "normal_0.01":
-        return tf.random.stateless_normal(shape, key, stddev=0.01)
     raise ValueError(f"Unknown initializer. Received: init={spec.init!r}")
 
 
