@@ -21,6 +21,13 @@ from hpcnn.config import BenchmarkConfig, ConfigError, parse_host
 from hpcnn.errors import RunError
 
 
+# Collective ops across the workers: one group holding every worker, and one instance
+# key per reduction a step makes, so concurrent all-reduces never pair up wrongly.
+COLLECTIVE_GROUP = 1
+GRADIENTS_KEY, BATCH_NORM_KEY = 1, 2  # collective_all_reduce's per-step means
+IMAGES_KEY, WINDOW_KEY = 10, 11  # the end-of-run cluster throughput
+
+
 class ClusterError(RunError):
     """A peer task could not be reached, went away, or a step timed out; the message says which."""
 

@@ -30,6 +30,7 @@ from typing import Dict, List
 import numpy as np
 import tensorflow as tf
 
+from hpcnn.distributed import cluster as cluster_lib
 from hpcnn.distributed.cluster import Cluster
 from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.variable_update import ParameterServer, Params, VariableUpdate, _PerDeviceCopies
@@ -110,8 +111,6 @@ class DistributedReplicated(DistributedParameterServer):
 class CollectiveAllReduce(_WorkerMeans, _PerDeviceCopies):
     """A copy per device on every worker; gradients all-reduced across workers by collective ops."""
 
-    GROUP_KEY = 1
-
     def __init__(self, model, devices, config, cluster: Cluster):
         super().__init__(model, devices, config)
         self.cluster = cluster
@@ -124,8 +123,8 @@ class CollectiveAllReduce(_WorkerMeans, _PerDeviceCopies):
     def train_step(self, batches):
         outs = self._replica_outputs(batches)
         grads, bn = self._local_means(outs)
-        grads = self.all_reduce_mean(grads, instance_key=1)
-        bn = self.all_reduce_mean(bn, instance_key=2)
+        grads = self.all_reduce_mean(grads, instance_key=cluster_lib.GRADIENTS_KEY)
+        bn = self.all_reduce_mean(bn, instance_key=cluster_lib.BATCH_NORM_KEY)
         ops = []
         for i, params in enumerate(self.replicas):
             ops += self._apply(params, self.slots[i], grads) + self._assign_bn(params, bn)
@@ -145,7 +144,7 @@ class CollectiveAllReduce(_WorkerMeans, _PerDeviceCopies):
         names = list(values)
         with tf.device(self.devices[0]):
             packed = tf.concat([tf.reshape(values[n], [-1]) for n in names], 0)
-            reduced = collective_ops.all_reduce(packed, w, self.GROUP_KEY, instance_key, merge_op="Add",
+            reduced = collective_ops.all_reduce(packed, w, cluster_lib.COLLECTIVE_GROUP, instance_key, merge_op="Add",
                                                 final_op="Div")
             parts = tf.split(reduced, [int(np.prod(values[n].shape)) for n in names])
             return {n: tf.reshape(p, values[n].shape) for n, p in zip(names, parts)}

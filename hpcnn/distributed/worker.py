@@ -11,7 +11,8 @@ from tensorflow.core.protobuf import rewriter_config_pb2
 from hpcnn import backend
 from hpcnn.benchmark import Benchmark, BenchmarkResult
 from hpcnn.config import BenchmarkConfig
-from hpcnn.distributed.cluster import Cluster, ClusterError, describe_remote_error
+from hpcnn.distributed.cluster import (
+    COLLECTIVE_GROUP, IMAGES_KEY, WINDOW_KEY, Cluster, ClusterError, describe_remote_error)
 from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.inputs import make_input
 from hpcnn.inputs.records import DataError
@@ -193,7 +194,8 @@ def _all_workers(stats: tf.Tensor, num_workers: int) -> tf.Tensor:
         return stats * tf.constant([1.0, -1.0, 1.0], tf.float64)
     from tensorflow.python.ops import collective_ops
 
-    images = collective_ops.all_reduce(stats[:1], num_workers, 1, 10, merge_op="Add", final_op="Id")
-    times = collective_ops.all_reduce(stats[1:] * tf.constant([-1.0, 1.0], tf.float64), num_workers, 1, 11,
-                                      merge_op="Max", final_op="Id")
+    images = collective_ops.all_reduce(stats[:1], num_workers, COLLECTIVE_GROUP, IMAGES_KEY, merge_op="Add",
+                                       final_op="Id")
+    times = collective_ops.all_reduce(stats[1:] * tf.constant([-1.0, 1.0], tf.float64), num_workers,
+                                      COLLECTIVE_GROUP, WINDOW_KEY, merge_op="Max", final_op="Id")
     return tf.concat([images, times], 0)
