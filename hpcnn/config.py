@@ -9,13 +9,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
+from hpcnn import modes
+
 DEVICES = ("cpu", "gpu")
 DATA_FORMATS = ("NHWC", "NCHW")
-VARIABLE_UPDATES = ("parameter_server", "replicated", "independent", "distributed_replicated",
-                    "collective_all_reduce")
-# The modes that run across processes, and the ones that need ps tasks.
-DISTRIBUTED_UPDATES = ("parameter_server", "distributed_replicated", "collective_all_reduce")
-PS_UPDATES = ("parameter_server", "distributed_replicated")
+VARIABLE_UPDATES = modes.names()
 JOB_NAMES = ("ps", "worker")
 OPTIMIZERS = ("sgd", "momentum", "rmsprop", "adam")
 PRECISIONS = ("fp32", "bf16", "fp16")
@@ -114,8 +112,9 @@ class BenchmarkConfig:
         if self.device == "cpu" and self.precision == "fp16":
             raise ConfigError("--precision=fp16 is not usable on the CPU (no float16 kernels); "
                               "use --precision=bf16 (or --use_fp16, which means bf16 on the CPU)")
-        if self.staged_vars and self.variable_update != "parameter_server":
-            raise ConfigError(f"--staged_vars needs --variable_update=parameter_server; "
+        if self.staged_vars and not modes.get(self.variable_update).stageable:
+            allowed = ", ".join(n for n in VARIABLE_UPDATES if modes.get(n).stageable)
+            raise ConfigError(f"--staged_vars needs --variable_update={allowed}; "
                               f"received --variable_update={self.variable_update}")
         if self.staged_vars and self.forward_only:
             raise ConfigError("--staged_vars stages variable updates; it has no meaning with --forward_only")
@@ -127,7 +126,7 @@ class BenchmarkConfig:
     def _check_cluster(self):
         """--ps_hosts/--worker_hosts/--job_name/--task_index and what a cluster run allows."""
         if not (self.ps_hosts or self.worker_hosts or self.job_name):
-            if self.variable_update in ("distributed_replicated", "collective_all_reduce"):
+            if not modes.get(self.variable_update).local:
                 raise ConfigError(f"--variable_update={self.variable_update} runs across processes; it needs "
                                   "--worker_hosts, --job_name and --task_index (see `hpcnn-cluster`)")
             return
@@ -144,12 +143,13 @@ class BenchmarkConfig:
                                   "every task needs its own host:port")
         if not self.worker_hosts:
             raise ConfigError("--worker_hosts is empty; a cluster needs at least one worker (host:port,...)")
-        _choice("variable_update", self.variable_update, DISTRIBUTED_UPDATES)
-        if self.variable_update in PS_UPDATES and not self.ps_hosts:
+        _choice("variable_update", self.variable_update, modes.cluster_names())
+        needs_ps = modes.get(self.variable_update).needs_ps
+        if needs_ps and not self.ps_hosts:
             raise ConfigError(f"--variable_update={self.variable_update} keeps master variables on ps tasks; "
                               "give --ps_hosts=host:port,...")
-        if self.variable_update == "collective_all_reduce" and self.ps_hosts:
-            raise ConfigError("--variable_update=collective_all_reduce has no ps tasks; leave --ps_hosts empty")
+        if not needs_ps and self.ps_hosts:
+            raise ConfigError(f"--variable_update={self.variable_update} has no ps tasks; leave --ps_hosts empty")
         hosts = self.ps_hosts if self.job_name == "ps" else self.worker_hosts
         if not 0 <= self.task_index < len(hosts):
             raise ConfigError(f"--task_index={self.task_index} is out of range for --job_name={self.job_name} "

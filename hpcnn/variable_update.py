@@ -262,18 +262,14 @@ class Independent(_PerDeviceCopies):
             return self._mean_loss([o.loss for o in outs])
 
 
-def make_variable_update(model: Model, devices: Sequence[str], config: BenchmarkConfig,
-                         cluster=None) -> VariableUpdate:
-    """The strategy for ``config.variable_update``: the only place the mode is read.
+_LOCAL_CLASSES = {"parameter_server": ParameterServer, "replicated": Replicated, "independent": Independent}
 
-    ``cluster`` (a ``hpcnn.distributed.cluster.Cluster``) selects the across-process classes.
+
+def make_variable_update(model: Model, devices: Sequence[str], config: BenchmarkConfig) -> VariableUpdate:
+    """The one-process strategy for ``config.variable_update``: the only place the mode is read.
+
+    Cluster runs build theirs with ``hpcnn.distributed.variable_update.make_distributed_update``.
     """
-    if cluster is not None:
-        from hpcnn.distributed.variable_update import make_distributed_update
-
-        return make_distributed_update(model, devices, config, cluster)
-    if config.variable_update == "parameter_server":
-        cls = StagedParameterServer if config.staged_vars else ParameterServer
-    else:
-        cls = {"replicated": Replicated, "independent": Independent}[config.variable_update]
-    return cls(model, devices, config)
+    if config.staged_vars:
+        return StagedParameterServer(model, devices, config)  # the config allows staging only where it applies
+    return _LOCAL_CLASSES[config.variable_update](model, devices, config)

@@ -4,7 +4,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from hpcnn import modes
 from hpcnn.config import BenchmarkConfig, ConfigError
+from hpcnn.distributed import variable_update as distributed_update
+from hpcnn import variable_update as local_update
 from hpcnn.variable_update import (Independent, ParameterServer, Replicated, StagedParameterServer,
                                    make_variable_update)
 from hpcnn.train_step import Model
@@ -159,3 +162,18 @@ def test_every_update_waits_for_every_gradient_so_weights_update_in_place(mode, 
     gradients = {op.inputs[-1].op for op in applies}  # ResourceApplyGradientDescent(var, alpha, delta)
     for op in applies:
         assert gradients <= _ancestors(op), f"{op.name} may run before every gradient exists"
+
+
+@pytest.mark.parametrize("name", modes.names())
+def test_every_registered_mode_has_a_strategy_exactly_where_it_says_it_runs(name):
+    mode = modes.get(name)
+    assert (name in local_update._LOCAL_CLASSES) == mode.local
+    assert (name in distributed_update._CLUSTER_CLASSES) == mode.cluster
+    if mode.cluster:
+        assert issubclass(distributed_update._CLUSTER_CLASSES[name], distributed_update.DistributedUpdate)
+    if not mode.local:  # a cluster-only mode asked of one process is a usage error naming it
+        with pytest.raises(ConfigError, match=f"--variable_update={name} runs across processes"):
+            BenchmarkConfig(variable_update=name)
+    if mode.local and not mode.stageable:
+        with pytest.raises(ConfigError, match="--staged_vars needs --variable_update=parameter_server"):
+            BenchmarkConfig(variable_update=name, staged_vars=True)

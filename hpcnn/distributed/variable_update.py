@@ -36,8 +36,24 @@ from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.variable_update import ParameterServer, Params, VariableUpdate, _PerDeviceCopies
 
 
-class _WorkerMeans:
-    """Averages the replicas' gradients and BN statistics on the worker's first device."""
+class DistributedUpdate:
+    """What a cluster worker relies on, beside the ``VariableUpdate`` interface.
+
+    * ``cluster``: the run's ``Cluster``;
+    * ``global_step``: an int64 variable counting applied updates, the same one for
+      every worker (the worker reads it to time the run and to stop);
+    * ``checks()``: tensors the worker fetches with ``--check_copies`` to show that
+      every copy equals its master.
+
+    It also averages the replicas' gradients and BN statistics on the worker's
+    first device, so each worker sends one aggregate per variable.
+    """
+
+    cluster: Cluster
+    global_step: tf.Variable
+
+    def checks(self) -> Dict[str, tf.Tensor]:
+        raise NotImplementedError
 
     def _local_means(self, outs):
         device = self.devices[0]
@@ -46,7 +62,7 @@ class _WorkerMeans:
         return grads, bn
 
 
-class DistributedParameterServer(_WorkerMeans, ParameterServer):
+class DistributedParameterServer(DistributedUpdate, ParameterServer):
     """Master copies on the ps tasks; replicas read them; the exchange updates them."""
 
     def __init__(self, model, devices, config, cluster: Cluster):
@@ -108,7 +124,7 @@ class DistributedReplicated(DistributedParameterServer):
         return _max_diff(self.local, self.master)
 
 
-class CollectiveAllReduce(_WorkerMeans, _PerDeviceCopies):
+class CollectiveAllReduce(DistributedUpdate, _PerDeviceCopies):
     """A copy per device on every worker; gradients all-reduced across workers by collective ops."""
 
     def __init__(self, model, devices, config, cluster: Cluster):
@@ -230,7 +246,10 @@ def _digest(params: Params) -> tf.Tensor:
     return tf.add_n([tf.reduce_sum(tf.square(tf.cast(v, tf.float64))) for v in params.values()])
 
 
-def make_distributed_update(model, devices, config, cluster: Cluster) -> VariableUpdate:
-    cls = {"parameter_server": DistributedParameterServer, "distributed_replicated": DistributedReplicated,
-           "collective_all_reduce": CollectiveAllReduce}[config.variable_update]
-    return cls(model, devices, config, cluster)
+_CLUSTER_CLASSES = {"parameter_server": DistributedParameterServer, "distributed_replicated": DistributedReplicated,
+                    "collective_all_reduce": CollectiveAllReduce}
+
+
+def make_distributed_update(model, devices, config, cluster: Cluster) -> DistributedUpdate:
+    """A cluster worker's strategy for ``config.variable_update`` (one of ``modes.cluster_names()``)."""
+    return _CLUSTER_CLASSES[config.variable_update](model, devices, config, cluster)

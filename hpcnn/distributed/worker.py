@@ -8,16 +8,16 @@ from typing import Callable, Dict, List, Optional
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
-from hpcnn import backend
+from hpcnn import backend, modes
 from hpcnn.benchmark import Benchmark, BenchmarkResult
 from hpcnn.config import BenchmarkConfig
 from hpcnn.distributed.cluster import (
     COLLECTIVE_GROUP, IMAGES_KEY, WINDOW_KEY, Cluster, ClusterError, describe_remote_error)
 from hpcnn.distributed.queues import ClusterQueues
+from hpcnn.distributed.variable_update import make_distributed_update
 from hpcnn.inputs import make_input
 from hpcnn.inputs.records import DataError
 from hpcnn.train_step import Model
-from hpcnn.variable_update import make_variable_update
 
 
 class DistributedBenchmark(Benchmark):
@@ -33,7 +33,7 @@ class DistributedBenchmark(Benchmark):
         self.config = config
         self.backend = backend.check(config.onednn)
         self.cluster = c = Cluster.from_config(config)
-        self.uses_ps = bool(c.ps)
+        self.uses_ps = modes.get(config.variable_update).needs_ps
         c.wait_for("ps", list(range(len(c.ps))))
         proto = _server_proto(config)
         if not self.uses_ps:  # collective ops find their peers through the group leader
@@ -60,7 +60,7 @@ class DistributedBenchmark(Benchmark):
         n = len(self.devices)
         self.input = make_input(cfg, self.devices, self.model.input_shape, self.model.compute_dtype,
                                 first_replica=c.task * n, total_replicas=c.num_workers * n)
-        self.strategy = make_variable_update(self.model, self.devices, cfg, cluster=c)
+        self.strategy = make_distributed_update(self.model, self.devices, cfg, c)
         self.strategy.build()
         self.warm_up_ops = [stage() for stage in self.input.warm_up_stages()]
         batches = self.input.next_batches()
