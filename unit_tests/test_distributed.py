@@ -223,9 +223,8 @@ def test_a_ps_killed_mid_run_fails_every_worker_naming_it():
         out = run.worker(w).output
         assert run.worker(w).returncode == 1, out[-2000:]
         last = out.strip().splitlines()[-1]
-        # How the loss shows depends on what the worker was doing: a call to the dead ps, or a receive from it.
-        assert last.startswith(f"hpcnn: error: worker {w}: "), last
-        assert "lost contact with a peer task" in last or "did not finish within" in last, last
+        # Ended in under 30 s with --cluster_timeout_secs=120: the loss was seen, not timed out.
+        assert last.startswith(f"hpcnn: error: worker {w}: ") and "lost contact with a peer task" in last, last
         assert "Traceback" not in out
 
 

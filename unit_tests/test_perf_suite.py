@@ -186,3 +186,16 @@ def test_paired_mode_checks_out_a_git_revision_as_a_worktree(tmp_path, monkeypat
         paired.remove_worktree(tree)
     assert not os.path.exists(tree)
     assert paired.source_tree(repo, str(tmp_path)) == repo  # a directory is used as it is
+
+
+SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines")
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json")))
+def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
+    loaded = baselines.load(os.path.join(SHIPPED, name))
+    assert profile_id(loaded.profile) + ".json" == name
+    smoke = {c.key for c in build_matrix("smoke")}
+    for key, rec in loaded.combinations.items():
+        assert key in smoke and len(loaded.sessions(key)) >= 5
+        assert rec["mds"] > 0 and rec["alpha"] == pytest.approx(0.01 / len(loaded.combinations))
