@@ -143,6 +143,11 @@ def judge_rounds(baseline: Sequence[float], current: Sequence[float], threshold:
         raise ValueError(f"{len(baseline)} baseline and {len(current)} current rounds cannot show a significant "
                          f"drop at alpha={alpha:.2g} (smallest p {smallest_p(len(baseline), len(current)):.4f}); "
                          f"use at least {min_rounds(alpha)} rounds on each side")
+    return rank_verdict(baseline, current, threshold, alpha)
+
+
+def rank_verdict(baseline: Sequence[float], current: Sequence[float], threshold: float, alpha: float) -> Verdict:
+    """``judge_rounds`` without its checks: ratio of medians, bootstrap interval, Mann-Whitney p-values."""
     bm, cm = float(np.median(baseline)), float(np.median(current))
     ratio = cm / bm
     low, high = bootstrap_ratio_ci(baseline, current)

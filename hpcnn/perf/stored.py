@@ -105,14 +105,9 @@ def _single_session(recorded: Sequence[float], current: Sequence[float], thresho
                     alpha: float) -> gate.Verdict:
     """One recorded session and nothing to pool: rounds against rounds, failing only beyond WIDE_BOUND."""
     bound = max(threshold, gate.WIDE_BOUND)
-    base, cur = float(np.median(recorded)), float(np.median(current))
-    p_slower = float(stats.mannwhitneyu(current, recorded, alternative="less").pvalue)
-    p_faster = float(stats.mannwhitneyu(current, recorded, alternative="greater").pvalue)
-    low, high = gate.bootstrap_ratio_ci(recorded, current)
     note = (f"one session cannot tell session drift from a regression: only drops beyond {bound:.0%} fail; "
             "record more sessions with --update-baselines")
     if gate.smallest_p(len(recorded), len(current)) >= alpha:
         note += f"; {len(recorded)} vs {len(current)} rounds cannot reach alpha {alpha:.2g} at all"
-    return gate.Verdict(base, cur, cur / base, low, high, p_slower, p_faster, threshold,
-                        gate.classify(cur / base, p_slower, p_faster, bound, alpha), alpha, bound,
-                        "1 recorded session", note)
+    v = gate.rank_verdict(recorded, current, bound, alpha)  # classified against the wide bound
+    return dataclasses.replace(v, threshold=threshold, mds=bound, evidence="1 recorded session", note=note)
