@@ -10,6 +10,8 @@ Markers:
 
 import pytest
 
+from hpcnn.config import ONEDNN
+
 MARKERS = {
     "perf": "performance measurement with pytest-benchmark",
     "gpu": "needs a CUDA GPU visible to TensorFlow",
@@ -23,7 +25,7 @@ MARKERS = {
 
 
 def pytest_addoption(parser):
-    parser.addoption("--onednn", default="auto", choices=["auto", "on", "off"],
+    parser.addoption("--onednn", default="auto", choices=ONEDNN,
                      help="CPU backend of the test session (as hpcnn --onednn); fixed before TensorFlow loads")
     # Declared here, not in perf_tests/, because pytest reads options only from
     # the root conftest whatever paths a run names.

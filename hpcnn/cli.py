@@ -41,8 +41,6 @@ def _import_tensorflow_quietly():
         os.close(devnull)
 
 
-
-
 def _define_flags() -> flags.FlagValues:
     f = flags.FlagValues()
     d = BenchmarkConfig

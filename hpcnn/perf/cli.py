@@ -19,6 +19,8 @@ import sys
 import tempfile
 from typing import List
 
+from hpcnn import jsonfile
+from hpcnn.config import ONEDNN
 from hpcnn.perf import gate
 from hpcnn.usage import Parser, usage_error
 from hpcnn.perf.matrix import Combination, build_matrix
@@ -39,7 +41,7 @@ def _fraction(text):
 
 def _parser():
     p = Parser(prog="hpcnn-perf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--onednn", choices=["auto", "on", "off"], default="auto",
+    p.add_argument("--onednn", choices=ONEDNN, default="auto",
                    help="CPU backend for this command and every worker it starts (as hpcnn --onednn)")
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     prof = sub.add_parser("profile", help="print this machine's hardware profile id")
@@ -163,8 +165,9 @@ def cmd_gate_quality(args):
     slowdowns = [float(x) for x in (args.slowdowns or ("0.10,0.25" if args.mode == "stored" else "0.05,0.10"))
                  .split(",") if x]
     if args.mode == "paired":
-        combos = _combos(args, _device(args))
-        record = quality.paired_quality(REPO, combos, _device(args), args.runs, slowdowns,
+        device = _device(args)
+        combos = _combos(args, device)
+        record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns,
                                         _schedule(args, len(combos)), args.threshold, gate.DEFAULT_ALPHA)
         summary = record["summary"]
         for s, flagged in summary["flagged"].items():
@@ -185,8 +188,7 @@ def cmd_gate_quality(args):
     else:
         record = _simulate(args, quality)
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(record, f, indent=1)
+        jsonfile.write_atomically(args.json, record)
     return 0
 
 
