@@ -31,6 +31,7 @@ class PerfSession:
     available_devices: int
     judged: int = 0  # combinations this session judges against baselines: the family of the alpha split
     prior: Optional[Noise] = None  # between-session spread pooled over the file's combinations
+    commit: Optional[str] = None  # the checkout's commit, recorded with each session (read once)
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
 
@@ -78,8 +79,9 @@ def pytest_sessionstart(session):
                 f"recorded on: record this one's with `pytest perf_tests --update-baselines`")
     gpus = len(tf.config.list_physical_devices("GPU"))
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
-    config._hpcnn_perf = PerfSession(profile, pid, path, loaded, config.getoption("--update-baselines"),
-                                     "gpu" if gpus else "cpu", gpus or cpus, prior=loaded.prior())
+    update = config.getoption("--update-baselines")
+    config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
+                                     prior=loaded.prior(), commit=baselines_lib.current_commit() if update else None)
 
 
 def pytest_collection_finish(session):

@@ -8,7 +8,7 @@ import pytest
 
 from hpcnn.benchmark import Benchmark
 from hpcnn.perf import gate
-from hpcnn.perf.baselines import current_commit, session_record
+from hpcnn.perf.baselines import session_record
 from hpcnn.perf.paired import warmup_steps_for
 from hpcnn.perf.stored import judge_sessions
 from hpcnn.stats import throughput
@@ -43,7 +43,7 @@ def test_throughput(benchmark, combo, perf_session, request):
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
 
     if s.update:
-        s.recorded[combo.key] = session_record(samples, current_commit())
+        s.recorded[combo.key] = session_record(samples, s.commit)
         s.rows.append((combo.key, None, f"recorded: median {statistics.median(samples):.2f} images/sec"))
         return
     sessions = s.baselines.sessions(combo.key)

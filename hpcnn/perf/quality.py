@@ -144,10 +144,10 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
             others = [baselines.sessions(x) for x in keys if x != k] + [rest]
             v = stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, stored.pooled_noise(others))
             cases[(k, j)] = v.failed
+    counts = [len(baselines.sessions(keys[i % len(keys)])) for i in range(combinations)]
     failures = 0
     for _ in range(draws):
-        picks = [(keys[i % len(keys)], int(rng.integers(len(baselines.sessions(keys[i % len(keys)])))))
-                 for i in range(combinations)]
+        picks = [(keys[i % len(keys)], int(rng.integers(counts[i]))) for i in range(combinations)]
         failures += any(cases[p] for p in picks)
     return {"combinations": combinations, "draws": draws, "alpha": alpha, "combination_alpha": each,
             "recorded_cases": len(cases), "failing_cases": sum(cases.values()),
@@ -158,12 +158,12 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
 def _parametric_stored(baselines, keys, combinations, draws, each, rng) -> float:
     """The same matrix drawn from the fitted noise: log session medians normal with the pooled spread."""
     noise = baselines.prior()
+    counts = {k: len(baselines.sessions(k)) for k in keys}
     failures = 0
     for _ in range(draws):
         failed = False
         for i in range(combinations):
-            k = keys[i % len(keys)]
-            n = len(baselines.sessions(k))
+            n = counts[keys[i % len(keys)]]
             x = np.exp(rng.normal(0.0, noise.sigma, n + 1)) * 100.0
             sessions = [[v] * 5 for v in x[:-1]]
             failed |= stored.judge_sessions(sessions, [x[-1]] * 5, gate.STORED_THRESHOLD, each, noise).failed
