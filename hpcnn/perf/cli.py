@@ -100,12 +100,13 @@ def _combos(args, device) -> List[Combination]:
 
 def _schedule(args, combinations: int = 1):
     """The sequential schedule the flags ask for, refused if its last look cannot reach the gate's level."""
-    from hpcnn.perf.sequential import Schedule
+    from hpcnn.perf.sequential import MIN_PAIRS, Schedule
 
-    if not 3 <= args.min_rounds <= args.max_rounds:
+    try:
+        schedule = Schedule(args.min_rounds, Schedule.step, args.max_rounds)
+    except ValueError:
         _usage(f"--min-rounds={args.min_rounds} --max-rounds={args.max_rounds} is not a schedule; "
-               "allowed: 3 <= --min-rounds <= --max-rounds")
-    schedule = Schedule(args.min_rounds, Schedule.step, args.max_rounds)
+               f"allowed: {MIN_PAIRS} <= --min-rounds <= --max-rounds")
     last = schedule.alpha_at(len(schedule.looks()) - 1, gate.combination_alpha(gate.DEFAULT_ALPHA, combinations))
     if 0.5 ** args.max_rounds >= last:  # the smallest one-sided signed-rank p of n pairs is 1/2^n
         need = next(n for n in range(args.min_rounds, 64) if 0.5 ** n < last)

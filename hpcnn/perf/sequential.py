@@ -30,6 +30,9 @@ from scipy import stats
 from hpcnn.perf import gate
 
 
+MIN_PAIRS = 3  # the fewest round pairs a rank test and a spread can be computed from
+
+
 @dataclasses.dataclass(frozen=True)
 class Schedule:
     """When to look: after ``min_pairs`` pairs, then every ``step`` pairs, at most ``max_pairs``."""
@@ -39,8 +42,8 @@ class Schedule:
     max_pairs: int = 20
 
     def __post_init__(self):
-        if not 3 <= self.min_pairs <= self.max_pairs or self.step < 1:
-            raise ValueError(f"a schedule needs 3 <= min_pairs <= max_pairs and step >= 1; received "
+        if not MIN_PAIRS <= self.min_pairs <= self.max_pairs or self.step < 1:
+            raise ValueError(f"a schedule needs {MIN_PAIRS} <= min_pairs <= max_pairs and step >= 1; received "
                              f"min_pairs={self.min_pairs}, step={self.step}, max_pairs={self.max_pairs}")
 
     def looks(self) -> List[int]:
@@ -65,8 +68,9 @@ def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.
     Raises:
       ValueError: sides of different lengths, fewer than 3 pairs, or non-positive throughputs.
     """
-    if len(a) != len(b) or len(a) < 3:
-        raise ValueError(f"judge_pairs() needs two equal sides of 3 or more rounds; received {len(a)} and {len(b)}")
+    if len(a) != len(b) or len(a) < MIN_PAIRS:
+        raise ValueError(f"judge_pairs() needs two equal sides of {MIN_PAIRS} or more rounds; "
+                         f"received {len(a)} and {len(b)}")
     if min(a) <= 0 or min(b) <= 0:
         raise ValueError("judge_pairs() needs positive throughputs on both sides")
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
