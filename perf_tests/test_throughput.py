@@ -28,9 +28,9 @@ def test_throughput(benchmark, combo, perf_session, request):
 
         planted = PlantedSlowdown()
     bench = Benchmark(combo.config(s.device), step_hook=planted.hook if planted else None)
-    warm, _ = bench.run_steps(warmup_steps_for(combo))  # untimed: tracing and first-step costs
+    bench.run_steps(warmup_steps_for(combo))  # untimed: tracing and first-step costs
     if planted:
-        planted.calibrate(plant, warm)
+        planted.calibrate(plant, lambda n: bench.run_steps(n)[0])
 
     samples = []
 

@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from hpcnn.perf import gate, quality, sequential, stored
+from hpcnn.perf import gate, paired, quality, sequential, stored
 from hpcnn.perf.baselines import Baselines
+from hpcnn.perf.matrix import Combination
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 
@@ -129,6 +130,34 @@ def test_paired_judgement_refuses_unequal_or_tiny_sides():
         sequential.judge_pairs([1.0, 2.0, 3.0], [1.0, 2.0])
     with pytest.raises(ValueError, match="positive"):
         sequential.judge_pairs([1.0, 2.0, 0.0], [1.0, 2.0, 3.0])
+
+
+class _TimedSide:
+    """A paired side whose steps each take ``step_s`` seconds; it logs (name, steps) of every chunk it runs."""
+
+    def __init__(self, name, step_s, log):
+        self.name, self.step_s, self.log = name, step_s, log
+
+    def run(self, steps):
+        self.log.append((self.name, steps))
+        return [self.step_s] * steps
+
+
+def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own_steps():
+    log = []
+    a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
+    run_pair = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 2, "fp32", 16, 7), chunks=3)
+    assert run_pair(0) == pytest.approx((3200.0, 1600.0))  # 32 images per step over 10 ms and 20 ms
+    assert log == [("A", 3), ("B", 3), ("B", 2), ("A", 2), ("A", 2), ("B", 2)]
+    log.clear()
+    run_pair(1)  # odd pairs start with B
+    assert [name for name, _ in log] == ["B", "A", "A", "B", "B", "A"]
+
+
+@pytest.mark.parametrize("steps,chunks,sizes", [(30, 10, [3] * 10), (7, 3, [3, 2, 2]), (3, 10, [1, 1, 1]),
+                                                (20, 1, [20])])
+def test_chunk_sizes_cover_the_round_in_near_equal_parts(steps, chunks, sizes):
+    assert paired.chunk_sizes(steps, chunks) == sizes
 
 
 # -- stored mode: sessions -----------------------------------------------------------------------------------

@@ -168,8 +168,10 @@ def cmd_gate_quality(args):
     if args.mode == "paired":
         device = _device(args)
         combos = _combos(args, device)
+        save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
         record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns,
-                                        _schedule(args, len(combos)), args.threshold, gate.DEFAULT_ALPHA)
+                                        _schedule(args, len(combos)), args.threshold, gate.DEFAULT_ALPHA,
+                                        save=save)
         summary = record["summary"]
         for s, flagged in summary["flagged"].items():
             what = "runs with a false failure" if float(s) == 0 else "runs caught"

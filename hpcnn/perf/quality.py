@@ -20,44 +20,60 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from hpcnn.perf import gate, paired, sequential, stored
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination
+from hpcnn.stats import interleaved
 
 
 def paired_quality(here: str, combos: List[Combination], device: str, runs: int, slowdowns: Sequence[float],
-                   schedule: sequential.Schedule, threshold: float, alpha: float, log=print) -> dict:
-    """Per combination, ``runs`` sequential comparisons of unchanged code against itself and each slowdown."""
+                   schedule: sequential.Schedule, threshold: float, alpha: float, log=print,
+                   save: Optional[Callable[[dict], None]] = None) -> dict:
+    """``runs`` runs of the matrix, each a sequential comparison of unchanged code against itself and each slowdown.
+
+    Every combination's workers (A, an unchanged B and one B per slowdown) start
+    once and live through all runs, so a run costs what a merge request's
+    comparisons would once started. ``save`` gets the record after every run,
+    so an interrupted measurement keeps the runs it finished.
+    """
     levels = [0.0] + [s for s in slowdowns if s > 0]
     each = gate.combination_alpha(alpha, len(combos))
     record: Dict[str, dict] = {"alpha": alpha, "combination_alpha": each, "threshold": threshold,
                                "schedule": vars(schedule), "combinations": {}}
-    for combo in combos:
-        started = time.perf_counter()
-        warm = paired.warmup_steps_for(combo)
-        a = paired.Side(here, combo, device, warm)
-        sides = {s: paired.Side(here, combo, device, warm, s) for s in levels}
-        startup = time.perf_counter() - started
-        per = record["combinations"][combo.key] = {"startup_s": startup, **{str(s): [] for s in levels}}
-        try:
-            for run in range(runs):
-                for s in levels:
+    workers: Dict[str, tuple] = {}
+    try:
+        for combo in combos:
+            started = time.perf_counter()
+            warm = paired.warmup_steps_for(combo)
+            workers[combo.key] = a, sides = (paired.Side(here, combo, device, warm),
+                                             {s: paired.Side(here, combo, device, warm, s) for s in levels})
+            record["combinations"][combo.key] = {
+                "startup_s": time.perf_counter() - started, **{str(s): [] for s in levels},
+                "planted": {str(s): sides[s].planted_fraction for s in levels}}
+        for run in range(runs):
+            for combo in combos:
+                a, sides = workers[combo.key]
+                per = record["combinations"][combo.key]
+                for s in interleaved(levels, run):
                     t0 = time.perf_counter()
                     v, ra, rb = sequential.run_sequential(paired.pair_runner(a, sides[s], combo), schedule,
                                                           threshold, each)
                     per[str(s)].append({"a": ra, "b": rb, "ratio": v.ratio, "verdict": v.verdict,
                                         "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0})
-                log(f"{combo.key} run {run + 1}: " + ", ".join(
+                log(f"run {run + 1} {combo.key}: " + ", ".join(
                     f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
                     f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
-        finally:
+            record["summary"] = summarize_paired(record, run + 1, levels)
+            if save:
+                save(record)
+    finally:
+        for a, sides in workers.values():
             for side in [a, *sides.values()]:
                 side.close()
-    record["summary"] = summarize_paired(record, runs, levels)
     return record
 
 
@@ -75,7 +91,9 @@ def summarize_paired(record: dict, runs: int, levels: Sequence[float]) -> dict:
         out["per_combination"][name] = {
             str(s): {"failed": sum(x["verdict"] == gate.REGRESSION for x in c[str(s)]),
                      "median_pairs": statistics.median(x["pairs"] for x in c[str(s)]),
-                     "median_mds": statistics.median(x["mds"] for x in c[str(s)])} for s in levels}
+                     "median_mds": statistics.median(x["mds"] for x in c[str(s)]),
+                     "median_ratio": statistics.median(x["ratio"] for x in c[str(s)]),
+                     "planted_measured": c["planted"][str(s)]} for s in levels}
     out["startup_seconds"] = sum(c["startup_s"] for c in combos.values())
     return out
 

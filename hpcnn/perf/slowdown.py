@@ -2,16 +2,18 @@
 
 Test-only. ``PlantedSlowdown.hook`` is a step hook that, after the step's loss
 is computed, runs a chain of matrix multiplications; ``calibrate`` sizes the
-chain to cost a chosen fraction of the step's own time. The work is real compute inside the compiled
-step (the loss depends on it numerically as ``loss + 0 * work``), not a sleep or a
-fake clock, so it slows the step the way a slower kernel would.
+chain so the step takes a chosen fraction longer, measured in place. The work
+is real compute inside the compiled step (the loss depends on it numerically as
+``loss + 0 * work``), not a sleep or a fake clock, so it slows the step the way
+a slower kernel would.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
-from typing import Sequence
+from typing import Callable, Sequence
 
 import tensorflow as tf
 
@@ -51,9 +53,34 @@ class PlantedSlowdown:
     def hook(self, loss):
         return _work(loss, self.units)
 
-    def calibrate(self, fraction: float, step_times: Sequence[float]) -> int:
-        """Makes each step do work worth ``fraction`` x the median of ``step_times`` (warm-up steps); returns the units.
+    def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], adjustments: int = 2) -> float:
+        """Sizes the work so a step takes ``1 + fraction`` times as long as without it; returns the measured fraction.
+
+        ``run_steps(n)`` runs n steps and returns their times. The first guess (the
+        work alone, timed outside the step) misses the mark because the work
+        overlaps the step's own ops, so the fraction is measured in place, steps
+        with and without the work alternating, and the work rescaled
+        ``adjustments`` times.
         """
-        units = max(1, round(fraction * statistics.median(step_times) / unit_seconds())) if fraction > 0 else 0
+        if fraction <= 0:
+            self.units.assign(0)
+            return 0.0
+        step = statistics.median(run_steps(3))
+        chunk = max(1, math.ceil(0.2 / step))  # steps per on/off chunk: about 0.2 s
+        units = max(1, round(fraction * step / unit_seconds()))
+        for _ in range(adjustments):
+            achieved = self._measure(units, run_steps, chunk)
+            units = max(1, round(units * fraction / max(achieved, 0.01)))
+        return self._measure(units, run_steps, chunk)
+
+    def _measure(self, units: int, run_steps, chunk: int, alternations: int = 10) -> float:
+        """The fraction ``units`` of work adds to a step: chunks off and on alternate, median of their ratios."""
+        ratios = []
+        for i in range(alternations):
+            spent = {}
+            for on in ((False, True) if i % 2 == 0 else (True, False)):
+                self.units.assign(units if on else 0)
+                spent[on] = sum(run_steps(chunk))
+            ratios.append(spent[True] / spent[False])
         self.units.assign(units)
-        return units
+        return statistics.median(ratios) - 1.0

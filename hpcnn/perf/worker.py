@@ -36,9 +36,11 @@ def main():
 
         planted = PlantedSlowdown()
     bench = Benchmark(config, step_hook=planted.hook if planted else None)
-    times, _ = bench.run_steps(spec["warmup_steps"])
-    units = planted.calibrate(spec["plant_slowdown"], times) if planted else 0
-    print(json.dumps({"ready": True, "planted_units": units}), flush=True)
+    bench.run_steps(spec["warmup_steps"])
+    ready = {"ready": True}
+    if planted:
+        ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], lambda n: bench.run_steps(n)[0])
+    print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("cmd") != "run":
