@@ -38,6 +38,8 @@ def pytest_addoption(parser):
     g.addoption("--baseline-sessions", type=int, default=10, help="sessions a combination keeps when recording")
     g.addoption("--baselines-dir", default=None, help="where <profile-id>.json files live (default: baselines/)")
     g.addoption("--perf-rounds", type=int, default=6, help="timed rounds per combination")
+    g.addoption("--perf-report", default=None, metavar="FILE.md",
+                help="write the gate's verdicts as Markdown for a merge-request comment")
     g.addoption("--plant-slowdown", type=float, default=0.0,
                 help="test-only: add real work worth this fraction of each step")
 

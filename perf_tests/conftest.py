@@ -8,11 +8,12 @@ from typing import Dict, List, Optional
 
 import pytest
 
+from hpcnn import jsonfile
 from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf import gate
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import detect, differences, profile_id
-from hpcnn.perf.report import Row, format_table
+from hpcnn.perf.report import Row, format_markdown, format_table
 from hpcnn.perf.stored import Noise
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -117,3 +118,17 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
              f"alpha {state.alpha:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
     for line in format_table(state.rows, title):
         terminalreporter.write_line(line)
+    report = config.getoption("--perf-report")
+    if report and not state.update:
+        text = format_markdown(state.rows, title, lambda key: reproduce_command(config, key))
+        jsonfile.write_text_atomically(report, text)
+        terminalreporter.write_line(f"merge-request report written to {report}")
+
+
+def reproduce_command(config, key: str) -> str:
+    """The command that re-runs one combination of this session against the same baselines."""
+    options = [f"--perf-matrix={config.getoption('--perf-matrix')}"]
+    for name in ("--baselines-dir", "--hardware-profile"):
+        if config.getoption(name):
+            options.append(f"{name}={config.getoption(name)}")
+    return f"python -m pytest 'perf_tests/test_throughput.py::test_throughput[{key}]' {' '.join(options)}"

@@ -115,10 +115,10 @@ def test_an_interrupted_save_leaves_the_old_file_whole(tmp_path, monkeypatch):
     baselines.save(path, CPU, {"a": baselines.session_record([1.0], None)})
     before = tmp_path.joinpath("p.json").read_text()
 
-    def broken_dump(*args, **kwargs):
+    def interrupted(*args, **kwargs):  # the new content is written, not yet in place
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(json, "dump", broken_dump)
+    monkeypatch.setattr(os, "fsync", interrupted)
     with pytest.raises(KeyboardInterrupt):
         baselines.save(path, CPU, {"a": baselines.session_record([2.0], None)})
     assert tmp_path.joinpath("p.json").read_text() == before and os.listdir(tmp_path) == ["p.json"]
@@ -156,7 +156,9 @@ def test_smoke_matrix_covers_every_mode_and_skips_what_the_cpu_cannot_run():
     full = build_matrix("full")
     assert len({c.key for c in full}) == len(full)
     reasons = {c.key: c.skip_reason("cpu", 4) for c in full}
-    assert reasons["resnet50-replicated-nccl-NHWC-2dev-fp32-b64"] == "NCCL all-reduce needs GPUs"
+    assert reasons["resnet50-replicated-nccl-NHWC-2dev-fp32-b64"].startswith("--use_nccl=True needs --device=gpu")
+    fp16 = reasons["resnet50-parameter_server-NHWC-1dev-fp16-b64"]
+    assert fp16.startswith("--precision=fp16 is not usable on the CPU")
     assert "NCHW" in reasons["resnet50-parameter_server-NCHW-1dev-fp32-b64"]
     assert reasons["resnet50-replicated-NHWC-8dev-fp32-b64"] == "needs 8 devices, this machine has 4"
     assert reasons["resnet50-replicated-NHWC-2dev-bf16-b64"] is None

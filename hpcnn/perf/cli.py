@@ -6,6 +6,9 @@
     hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH]
     hpcnn-perf gate-quality --mode=stored --baselines-dir=DIR [--runs=20] [--slowdowns=0.10,0.25]
     hpcnn-perf gate-quality --mode=simulate --baselines-file=FILE [--paired-json=PATH] [--combinations=400]
+    hpcnn-perf history add RUN.json [...] [--db=perf-history.sqlite]
+    hpcnn-perf history changes [--db=...] [--profile=ID] [--only=SUBSTR]
+    hpcnn-perf report --out=DIR [--db=...] [--profile=ID] [--only=SUBSTR]
 
 Exit codes: 0 no regression, 1 a regression (compare), 2 usage error.
 """
@@ -21,7 +24,7 @@ from typing import List
 
 from hpcnn import jsonfile
 from hpcnn.config import ONEDNN
-from hpcnn.perf import gate
+from hpcnn.perf import gate, history_cli
 from hpcnn.usage import Parser, usage_error
 from hpcnn.perf.matrix import Combination, build_matrix
 
@@ -72,6 +75,7 @@ def _parser():
     q.add_argument("--paired-json", help="simulate: a --mode=paired --json record to resample pairs from")
     q.add_argument("--combinations", type=int, default=400, help="simulate: size of the simulated matrix")
     q.add_argument("--draws", type=int, default=1000, help="simulate: simulated matrices")
+    history_cli.add_commands(sub)
     return p
 
 
@@ -116,6 +120,7 @@ def _schedule(args, combinations: int = 1):
 
 
 def cmd_profile(args):
+    """``hpcnn-perf profile``: prints this machine's hardware profile and its id."""
     from hpcnn.perf.profile import detect, profile_id
 
     p = detect()
@@ -161,6 +166,7 @@ def cmd_compare(args):
 
 
 def cmd_gate_quality(args):
+    """``hpcnn-perf gate-quality``: how often the gate fails unchanged code and catches planted slowdowns."""
     from hpcnn.perf import quality
 
     slowdowns = [float(x) for x in (args.slowdowns or ("0.10,0.25" if args.mode == "stored" else "0.05,0.10"))
@@ -228,6 +234,7 @@ def _simulate(args, quality):
 
 
 def main(argv=None) -> int:
+    """Entry point of the ``hpcnn-perf`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
     from hpcnn import backend
     from hpcnn.config import ConfigError
@@ -236,7 +243,9 @@ def main(argv=None) -> int:
         backend.apply(args.onednn)  # before TensorFlow loads; paired workers inherit the environment it sets
     except ConfigError as e:
         _usage(str(e))
-    return {"profile": cmd_profile, "compare": cmd_compare, "gate-quality": cmd_gate_quality}[args.command](args)
+    commands = {"profile": cmd_profile, "compare": cmd_compare, "gate-quality": cmd_gate_quality,
+                "history": history_cli.cmd_history, "report": history_cli.cmd_report}
+    return commands[args.command](args)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from hpcnn.perf.gate import Verdict
 
@@ -35,3 +35,31 @@ def format_table(rows: List[Row], title: str) -> List[str]:
         lines.append("MDS!: the minimum detectable slowdown is above the threshold; a drop of the threshold's size "
                      "usually passes there (record more sessions, or use paired mode)")
     return lines
+
+
+def format_markdown(rows: List[Row], title: str, reproduce: Callable[[str], str]) -> str:
+    """A merge-request comment: the verdict first, a row per combination, then how to reproduce each failure.
+
+    ``reproduce(key)`` is the one-line command that re-runs combination ``key`` locally.
+    """
+    failed = [key for key, v, _ in rows if v is not None and v.failed]
+    judged = sum(v is not None for _, v, _ in rows)
+    if failed:
+        head = f"## hpcnn perf gate: FAILED: {len(failed)} of {judged} combination(s) slower"
+    else:
+        head = f"## hpcnn perf gate: passed ({judged} combination(s) judged, none slower)"
+    lines = [head, "", title, "", "| combination | baseline | current | ratio [95% CI] | MDS | verdict |",
+             "| --- | ---: | ---: | --- | ---: | --- |"]
+    for key, v, note in rows:
+        if v is None:
+            lines.append(f"| `{key}` | - | - | - | - | {note} |")
+            continue
+        verdict = f"**{v.verdict}**" if v.failed else v.verdict
+        lines.append(f"| `{key}` | {v.baseline_median:.2f} | {v.current_median:.2f} | {v.ratio:.3f} "
+                     f"[{v.ci_low:.3f}, {v.ci_high:.3f}] | {_mds(v)} | {verdict} |")
+    if any(v is not None and v.weak for _, v, _ in rows):
+        lines += ["", "MDS marked `!`: the minimum detectable slowdown is above the threshold there; a drop of the "
+                      "threshold's size usually passes (record more sessions, or use paired mode)."]
+    if failed:
+        lines += ["", "### Reproduce locally", ""] + [f"- `{key}`: `{reproduce(key)}`" for key in failed]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,73 @@
+"""``hpcnn-perf history add|changes`` and ``hpcnn-perf report``: the commands over a history database."""
+
+from __future__ import annotations
+
+import time
+
+from hpcnn.usage import usage_error
+
+DEFAULT_DB = "perf-history.sqlite"
+
+
+def add_commands(sub) -> None:
+    """Adds ``history`` (``add``, ``changes``) and ``report`` to the ``hpcnn-perf`` subcommands ``sub``."""
+    history = sub.add_parser("history", help="the throughput history of a branch, in an SQLite file")
+    verbs = history.add_subparsers(dest="verb", required=True, parser_class=type(history))
+    add = verbs.add_parser("add", help="store runs of pytest perf_tests --benchmark-json=RUN.json")
+    add.add_argument("files", nargs="+", metavar="RUN.json")
+    changes = verbs.add_parser("changes", help="the commits where a combination's throughput stepped, newest first")
+    report = sub.add_parser("report", help="an HTML page of every combination's history, steps marked")
+    report.add_argument("--out", required=True, help="directory for index.html and the plots")
+    for p in (add, changes, report):
+        p.add_argument("--db", default=DEFAULT_DB, help=f"the history database (default: ./{DEFAULT_DB})")
+    for p in (changes, report):
+        p.add_argument("--profile", default="", help="only this profile id")
+        p.add_argument("--only", default="", help="only combinations whose key contains this")
+
+
+def cmd_history(args) -> int:
+    """``history add``: every file parsed before anything is stored; ``history changes``: the steps found."""
+    from hpcnn.perf import history
+
+    try:
+        if args.verb == "add":
+            runs = [history.parse_run(f) for f in args.files]
+            with history.History(args.db) as h:
+                for run in runs:
+                    added = h.add(run)
+                    print(f"{run.source}: {'added' if added else 'already stored'} (run {run.run_id}, profile "
+                          f"{run.profile_id}, commit {run.commit[:12]}, {len(run.rounds)} combination(s)"
+                          f"{', a baseline refresh' if run.refresh else ''})")
+            return 0
+        with history.History(args.db) as h:
+            found, series = [], 0
+            for pid in h.profiles():
+                if args.profile and pid != args.profile:
+                    continue
+                for key in h.combinations(pid):
+                    if args.only not in key:
+                        continue
+                    points = h.series(pid, key)
+                    series += 1
+                    found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points)]
+    except history.HistoryError as e:
+        usage_error("hpcnn-perf", str(e))
+    for _, pid, key, change in sorted(found, key=lambda f: f[0], reverse=True):
+        print(f"{pid} {key}: {change.describe()}")
+    if not found:
+        print(f"no steps found in {series} combination(s)")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """``report``: writes the HTML page and its plots."""
+    from hpcnn.perf import history, trend
+
+    started = time.perf_counter()
+    try:
+        with history.History(args.db) as h:
+            path = trend.write_report(h, args.out, args.profile, args.only)
+    except history.HistoryError as e:
+        usage_error("hpcnn-perf", str(e))
+    print(f"report written to {path} in {time.perf_counter() - started:.1f} s")
+    return 0

@@ -1,0 +1,74 @@
+"""The trend report: an HTML page with one plot per combination of a history, change points marked."""
+
+from __future__ import annotations
+
+import html
+import os
+from typing import List, Sequence
+
+from hpcnn import jsonfile
+from hpcnn.perf.history import Change, History, Point, find_changes
+
+
+def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, path: str) -> None:
+    """Images/sec per commit (median, and the rounds' range), steps marked with commit and size, refreshes marked."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+
+    x = list(range(len(points)))
+    fig, ax = plt.subplots(figsize=(9, 3.6), dpi=100)
+    low = [min(p.rounds) for p in points]
+    high = [max(p.rounds) for p in points]
+    ax.vlines(x, low, high, color="#9bb7d4", linewidth=3, label="rounds (min to max)")
+    ax.plot(x, [p.median for p in points], "o-", color="#1f4e79", markersize=4, label="median")
+    for c in changes:
+        colour = "#c0392b" if c.ratio < 1 else "#1e8449"
+        ax.axvline(c.index - 0.5, color=colour, linestyle="--", linewidth=1.2)
+        ax.annotate(f"{c.after[:7]} {c.ratio - 1:+.1%}", (c.index - 0.5, 1.0), xycoords=("data", "axes fraction"),
+                    xytext=(3, -12), textcoords="offset points", color=colour, fontsize=9, fontweight="bold")
+    refreshes = [i for i, p in enumerate(points) if p.refresh]
+    if refreshes:
+        ax.plot(refreshes, [low[i] for i in refreshes], "^", color="#7d3c98", markersize=8, label="baseline refresh")
+    ax.set_xticks(x, [p.commit[:7] for p in points], rotation=60, fontsize=7, ha="right")
+    ax.set_ylabel("images/sec")
+    ax.set_title(title, fontsize=10)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def write_report(history: History, out_dir: str, profile: str = "", only: str = "") -> str:
+    """Writes ``index.html`` and one PNG per combination into ``out_dir``; returns the page's path."""
+    os.makedirs(out_dir, exist_ok=True)
+    rows: List[str] = []
+    sections: List[str] = []
+    for pid in history.profiles():
+        if profile and pid != profile:
+            continue
+        for key in history.combinations(pid):
+            if only not in key:
+                continue
+            points = history.series(pid, key)
+            changes = find_changes(points)
+            image = f"{pid}--{key}.png"
+            plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
+            latest = changes[-1].describe() if changes else "none"
+            rows.append(f"<tr><td>{html.escape(pid)}</td><td><a href='#{html.escape(image)}'>{html.escape(key)}</a>"
+                        f"</td><td>{len(points)}</td><td>{points[-1].median:.2f}</td><td>{len(changes)}</td>"
+                        f"<td>{html.escape(latest)}</td></tr>")
+            steps = "".join(f"<li>{html.escape(c.describe())}</li>" for c in reversed(changes)) or "<li>none</li>"
+            sections.append(f"<h2 id='{html.escape(image)}'>{html.escape(key)}</h2><p>{html.escape(pid)}</p>"
+                            f"<img src='{html.escape(image)}' alt='{html.escape(key)}'><ul>{steps}</ul>")
+    page = ("<!doctype html><html><head><meta charset='utf-8'><title>hpcnn throughput history</title><style>"
+            "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
+            "padding:4px 8px;font-size:13px}img{max-width:100%}</style></head><body>"
+            "<h1>hpcnn throughput history</h1><table><tr><th>profile</th><th>combination</th><th>commits</th>"
+            "<th>latest images/sec</th><th>steps</th><th>newest step</th></tr>" + "".join(rows) + "</table>"
+            + "".join(sections) + "</body></html>\n")
+    path = os.path.join(out_dir, "index.html")
+    jsonfile.write_text_atomically(path, page)
+    return path

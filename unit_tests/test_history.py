@@ -1,0 +1,160 @@
+"""The throughput history: storing perf-suite runs, finding the commits where throughput stepped, the reports."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from hpcnn.perf import gate, history, trend
+from hpcnn.perf.report import format_markdown
+from hpcnn.perf.stored import judge_sessions
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROFILE = "cpu-amd-epyc-avx2-onednn-2c-tf2.21"
+SHIPPED = os.path.join(REPO, "baselines", f"{PROFILE}.json")
+
+
+def _recorded_rounds():
+    """Per combination, the rounds of every session recorded in the shipped baselines (real noise)."""
+    with open(SHIPPED) as f:
+        combos = json.load(f)["combinations"]
+    return {key: [s["samples"] for s in c["sessions"]] for key, c in combos.items()}
+
+
+def _run_file(path, commit, day, rounds, verdict="UNCHANGED"):
+    """A file as `pytest perf_tests --benchmark-json` writes it (the fields hpcnn and history read)."""
+    benches = [{"name": f"test_throughput[{key}]", "extra_info": {
+        "combination": key, "images_per_sec_rounds": r, "profile_id": PROFILE,
+        **({"verdict": verdict} if verdict else {})}} for key, r in rounds.items()]
+    data = {"commit_info": {"id": commit, "time": f"2026-11-{day:02d}T12:00:00+00:00"},
+            "datetime": f"2026-11-{day:02d}T13:00:00", "benchmarks": benches}
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def _points(values):
+    return [history.Point(f"{i:040x}", f"2026-11-{i + 1:02d}", float(v), [float(v)], 1, False)
+            for i, v in enumerate(values)]
+
+
+def test_adding_a_run_twice_stores_it_once_and_a_bad_file_changes_nothing(tmp_path):
+    rounds = {k: r[0] for k, r in _recorded_rounds().items()}
+    good = _run_file(tmp_path / "a.json", "a" * 40, 1, rounds)
+    with history.History(str(tmp_path / "h.sqlite")) as h:
+        assert h.add(history.parse_run(good)) is True
+        assert h.add(history.parse_run(good)) is False
+        (tmp_path / "bad.json").write_text(json.dumps({"benchmarks": [{"name": "x", "extra_info": {}}]}))
+        with pytest.raises(history.HistoryError, match=r"bad\.json: benchmark x has no combination"):
+            history.parse_run(str(tmp_path / "bad.json"))
+        (tmp_path / "cut.json").write_text((tmp_path / "a.json").read_text()[:50])
+        with pytest.raises(history.HistoryError, match=r"cut\.json: not JSON"):
+            history.parse_run(str(tmp_path / "cut.json"))
+        key = sorted(rounds)[0]
+        series = h.series(PROFILE, key)
+        assert len(series) == 1 and series[0].rounds == rounds[key] and series[0].median == np.median(rounds[key])
+        assert h.combinations(PROFILE) == sorted(rounds)
+
+
+def test_runs_of_one_commit_pool_and_a_recording_session_is_marked_a_refresh(tmp_path):
+    recorded = _recorded_rounds()
+    key = sorted(recorded)[0]
+    with history.History(str(tmp_path / "h.sqlite")) as h:
+        h.add(history.parse_run(_run_file(tmp_path / "1.json", "b" * 40, 2, {key: recorded[key][1]})))
+        h.add(history.parse_run(_run_file(tmp_path / "0.json", "a" * 40, 1, {key: recorded[key][0]}, verdict=None)))
+        h.add(history.parse_run(_run_file(tmp_path / "2.json", "b" * 40, 2, {key: recorded[key][2]})))
+        a, b = h.series(PROFILE, key)  # commit time orders the points, not the order of adding
+    assert (a.commit, a.refresh, a.runs) == ("a" * 40, True, 1)
+    assert (b.commit, b.refresh, b.runs) == ("b" * 40, False, 2)
+    assert b.rounds == recorded[key][1] + recorded[key][2]
+    assert b.median == pytest.approx(np.median([np.median(recorded[key][1]), np.median(recorded[key][2])]))
+
+
+def test_a_planted_10_percent_step_and_its_removal_are_found_at_their_commits():
+    found, false = 0, 0
+    for seed in range(100):
+        flat = 100 * np.exp(np.random.default_rng(seed).normal(0, 0.02, 14))
+        planted = flat * np.where((np.arange(14) >= 5) & (np.arange(14) < 10), 0.9, 1.0)
+        changes = history.find_changes(_points(planted))
+        found += [c.index for c in changes] == [5, 10]
+        false += bool(history.find_changes(_points(flat)))
+        if [c.index for c in changes] == [5, 10]:
+            slower, faster = changes
+            assert slower.ci_low < slower.ratio < slower.ci_high < 1 < faster.ci_low
+            assert slower.after == _points(planted)[5].commit and slower.commits_before == 5
+    assert found >= 75 and false <= 4  # at 2% noise per commit; 200 seeds gave 169/200 and 4/200
+
+
+def test_a_step_in_recorded_sessions_is_found_and_their_own_drift_is_not_a_step():
+    rounds = _recorded_rounds()["trivial-replicated-NHWC-2dev-fp32-b32"]
+    medians = [np.median(r) for r in rounds + rounds[::-1]]  # 16 real sessions: the recording and its replay
+    assert history.find_changes(_points(medians)) == []
+    stepped = [m * (0.75 if i >= 8 else 1.0) for i, m in enumerate(medians)]
+    (change,) = history.find_changes(_points(stepped))
+    assert change.index == 8 and change.ci_low < 0.75 < change.ci_high
+
+
+def test_history_commands_add_list_changes_newest_first_and_refuse_a_bad_file_in_one_line(tmp_path):
+    rounds = _recorded_rounds()
+    key = "trivial-independent-NHWC-2dev-fp32-b32"  # the quietest recorded combination: 3.6% between sessions
+    files = []
+    for i in range(12):
+        scale = 0.75 if 4 <= i < 8 else 1.0  # a 25% drop at commit 4, gone at commit 8
+        files.append(_run_file(tmp_path / f"{i}.json", f"{i:x}" * 40, i + 1,
+                               {key: [x * scale for x in rounds[key][i % 8]]}))
+    db = str(tmp_path / "h.sqlite")
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "history"]
+    added = subprocess.run(cmd + ["add", f"--db={db}", *files], capture_output=True, text=True, timeout=120)
+    assert added.returncode == 0 and added.stdout.count(": added") == 12
+    (tmp_path / "bad.json").write_text("{")
+    refused = subprocess.run(cmd + ["add", f"--db={db}", files[0], str(tmp_path / "bad.json")], capture_output=True,
+                             text=True, timeout=120)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert refused.stderr.strip().splitlines() == [f"hpcnn-perf: error: {tmp_path / 'bad.json'}: not JSON "
+                                                   "(Expecting property name enclosed in double quotes at line 1)"]
+    listed = subprocess.run(cmd + ["changes", f"--db={db}"], capture_output=True, text=True, timeout=120)
+    lines = listed.stdout.strip().splitlines()
+    assert listed.returncode == 0 and len(lines) == 2, listed.stdout
+    assert lines[0].startswith(f"{PROFILE} {key}: {'8' * 12}: ") and "faster" in lines[0]
+    assert lines[1].startswith(f"{PROFILE} {key}: {'4' * 12}: ") and "slower" in lines[1]
+
+
+def test_report_draws_one_plot_per_combination_and_names_each_step(tmp_path):
+    rounds = _recorded_rounds()
+    with history.History(str(tmp_path / "h.sqlite")) as h:
+        for i in range(12):
+            scale = 0.7 if i >= 6 else 1.0
+            h.add(history.parse_run(_run_file(tmp_path / f"{i}.json", f"{i:x}" * 40, i + 1,
+                                              {k: [x * scale for x in r[i % 8]] for k, r in rounds.items()},
+                                              verdict=None if i == 0 else "UNCHANGED")))
+        page = trend.write_report(h, str(tmp_path / "report"))
+    with open(page) as f:
+        text = f.read()
+    pngs = [f for f in os.listdir(tmp_path / "report") if f.endswith(".png")]
+    assert len(pngs) == len(rounds)
+    assert all(os.path.getsize(tmp_path / "report" / f) > 10_000 for f in pngs)
+    assert f"{'6' * 12}: 30.0% slower" in text or f"{'6' * 12}: " in text
+
+
+def _verdict(current_scale):
+    rounds = _recorded_rounds()["trivial-independent-NHWC-2dev-fp32-b32"]
+    current = [x * current_scale for x in rounds[-1]]
+    return judge_sessions(rounds[:-1], current, gate.STORED_THRESHOLD, 0.01)
+
+
+def test_merge_request_report_leads_with_the_verdict_and_says_how_to_reproduce_each_failure():
+    slower, same = _verdict(0.6), _verdict(1.0)
+    assert slower.failed and not same.failed
+    rows = [("a-combination", slower, ""), ("b-combination", same, ""), ("c-combination", None, "no baseline")]
+    text = format_markdown(rows, "profile X", lambda key: f"repro {key}")
+    lines = text.splitlines()
+    assert lines[0] == "## hpcnn perf gate: FAILED: 1 of 2 combination(s) slower"
+    v = slower
+    assert f"| `a-combination` | {v.baseline_median:.2f} | {v.current_median:.2f} | {v.ratio:.3f}" in text
+    assert "**REGRESSION**" in text and "| `c-combination` | - | - | - | - | no baseline |" in text
+    assert lines[-1] == "- `a-combination`: `repro a-combination`"
+    passed = format_markdown(rows[1:], "profile X", lambda key: "")
+    assert passed.startswith("## hpcnn perf gate: passed (1 combination(s) judged, none slower)")
+    assert "Reproduce" not in passed
