@@ -65,7 +65,7 @@ def main():
 
     config = BenchmarkConfig(model=a.model, batch_size=a.batch_size, precision=a.precision, num_warmup_batches=0)
     ours = Benchmark(config)
-    images, labels = (tf.cast(t, tf.float32) for t in ours.input.next_batches()[0])
+    images, labels = (tf.cast(t, tf.float32) for t in ours.input.next_batches().batches[0])
     theirs = keras_trainer(a.model, a.batch_size, a.precision, images, labels, config.learning_rate)
     ours.run_steps(a.warmup)
     theirs(a.warmup)

@@ -33,7 +33,7 @@ def main():
     sides = {}
     for name, flags in (("A", a.a), ("B", a.b)):
         config = parse_config(shlex.split(a.common) + shlex.split(flags))
-        sides[name] = (Benchmark(config), config.global_batch_size)
+        sides[name] = (Benchmark(config), config.images_per_step)
         sides[name][0].run_steps(a.warmup)
     rounds = {"A": [], "B": []}
     for r in range(a.rounds):

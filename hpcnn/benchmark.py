@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
 import tensorflow as tf
 
@@ -15,7 +15,7 @@ from hpcnn.config import BenchmarkConfig
 from hpcnn.inputs import make_input
 from hpcnn.inputs.records import DataError
 from hpcnn.stats import speed
-from hpcnn.train_step import Model
+from hpcnn.model import Model
 from hpcnn.variable_update import make_variable_update
 
 RULE = "-" * 64
@@ -26,12 +26,12 @@ class BenchmarkResult:
     """Everything a run measured; flat and JSON-serialisable via ``to_dict``."""
 
     model: str
-    mode: str
-    images_per_sec: float  # global images over the timed window
+    workload: str  # training, forward-only or input-only
+    images_per_sec: float  # this process's images over the timed window
     mean_step_images_per_sec: float
     uncertainty: float
     jitter: float
-    global_batch_size: int
+    images_per_step: int
     num_devices: int
     step_times: List[float]
     losses: List[float]
@@ -40,6 +40,7 @@ class BenchmarkResult:
     distributed: Optional[dict] = None  # cluster runs: job, task, cluster rate, per-step sync checks
 
     def to_dict(self) -> dict:
+        """The result as plain JSON-serialisable values."""
         return dataclasses.asdict(self)
 
     def write_json(self, path: str) -> None:
@@ -47,8 +48,42 @@ class BenchmarkResult:
         jsonfile.write_atomically(path, self.to_dict(), indent=2)
 
 
-class Benchmark:
-    """A built, runnable benchmark: the compiled step and what it runs on.
+class StepRunner:
+    """A built benchmark that runs steps; ``measure`` times it. Nothing here prints or keeps time windows.
+
+    Two implementations: ``Benchmark`` (one process, the step a ``tf.function``)
+    and ``hpcnn.distributed.worker_task.ClusterWorker`` (a cluster worker, the step
+    a graph run in a session). ``config``, ``devices`` (the replicas' devices) and
+    ``backend`` (the CPU backend in use) are set by the constructor.
+    """
+
+    config: BenchmarkConfig
+    devices: List[str]
+    backend: backend.Decision
+
+    def run_steps(self, count: int) -> Tuple[List[float], List[float]]:
+        """Runs ``count`` steps; returns (per-step seconds, per-step losses)."""
+        raise NotImplementedError
+
+    def finish(self, window: Tuple[float, float]) -> List[str]:
+        """Called once after the timed window (``time.perf_counter`` start, end); returns lines to print under
+        the total (a cluster's total on its chief)."""
+        return []
+
+    def record(self) -> Optional[dict]:
+        """The result's ``distributed`` field: None outside a cluster."""
+        return None
+
+    def close(self) -> None:
+        """Releases what the runner holds once it has been measured."""
+
+    def run(self, log: Callable[[str], None] = print) -> BenchmarkResult:
+        """Warms up, runs the timed steps printing tf_cnn_benchmarks' lines, returns the result."""
+        return measure(self, log)
+
+
+class Benchmark(StepRunner):
+    """One process: the compiled step and the devices it runs on.
 
     ``step_hook`` (tests and the perf-gate's planted slowdowns only) is called
     inside the compiled step with the loss and must return a tensor to return.
@@ -68,11 +103,12 @@ class Benchmark:
             self.strategy.build()
             build = self.strategy.forward_step if config.forward_only else self.strategy.train_step
         hook = step_hook or (lambda loss: loss)
-        self.step = tf.function(lambda: hook(build(self.input.next_batches())), autograph=False,
+        # The input's staging ops are stateful: the tf.function runs them with the step by itself.
+        self.step = tf.function(lambda: hook(build(self.input.next_batches().batches)), autograph=False,
                                 jit_compile=config.xla_compile or None)
         self._guarded(self.input.warm_up)
 
-    def run_steps(self, count: int) -> tuple:
+    def run_steps(self, count: int) -> Tuple[List[float], List[float]]:
         """Runs ``count`` steps; returns (per-step seconds, per-step losses).
 
         Raises:
@@ -95,71 +131,64 @@ class Benchmark:
                 raise
             raise DataError(message) from None
 
-    def run(self, log: Callable[[str], None] = print) -> BenchmarkResult:
-        """Warms up, runs the timed steps printing tf_cnn_benchmarks' lines, returns the result."""
-        c = self.config
-        self._print_header(log)
-        log("Running warm up")
-        self.run_steps(c.num_warmup_batches)
-        log("Done warm up")
-        log("Step\tImg/sec\ttotal_loss")
-        times, losses = [], []
-        window_start = time.perf_counter()
-        for step in range(1, c.num_batches + 1):
-            t, step_losses = self.run_steps(1)
-            times += t
-            losses += step_losses
-            if step % c.display_every == 0 or step == c.num_batches and step < c.display_every:
-                log(f"{step}\t{speed(c.global_batch_size, times)}\t{losses[-1]:.3f}")
-        window = (window_start, time.perf_counter())
-        total = c.global_batch_size * c.num_batches / (window[1] - window[0])
-        log(RULE)
-        log(f"total images/sec: {total:.2f}")
-        for line in self._summary_lines(window):
-            log(line)
-        log(RULE)
-        s = speed(c.global_batch_size, times)
-        return BenchmarkResult(model=c.model, mode=self.mode,
-                               images_per_sec=total, mean_step_images_per_sec=s.mean, uncertainty=s.uncertainty,
-                               jitter=s.jitter, global_batch_size=c.global_batch_size, num_devices=len(self.devices),
-                               step_times=times, losses=losses, config=c.to_dict(), hardware=hardware.describe(),
-                               distributed=self._distributed_record())
 
-    def _summary_lines(self, window) -> List[str]:
-        """Extra lines under ``total images/sec`` (a cluster's total on its chief)."""
-        return []
+def measure(runner: StepRunner, log: Callable[[str], None] = print) -> BenchmarkResult:
+    """Warms ``runner`` up, times ``num_batches`` steps printing tf_cnn_benchmarks' lines, closes it, returns
+    the result."""
+    c = runner.config
+    print_header(runner, log)
+    log("Running warm up")
+    runner.run_steps(c.num_warmup_batches)
+    log("Done warm up")
+    log("Step\tImg/sec\ttotal_loss")
+    times, losses = [], []
+    window_start = time.perf_counter()
+    for step in range(1, c.num_batches + 1):
+        t, step_losses = runner.run_steps(1)
+        times += t
+        losses += step_losses
+        if step % c.display_every == 0 or step == c.num_batches and step < c.display_every:
+            log(f"{step}\t{speed(c.images_per_step, times)}\t{losses[-1]:.3f}")
+    window = (window_start, time.perf_counter())
+    total = c.images_per_step * c.num_batches / (window[1] - window[0])
+    log(RULE)
+    log(f"total images/sec: {total:.2f}")
+    for line in runner.finish(window):
+        log(line)
+    log(RULE)
+    s = speed(c.images_per_step, times)
+    result = BenchmarkResult(model=c.model, workload=c.workload, images_per_sec=total, mean_step_images_per_sec=s.mean,
+                             uncertainty=s.uncertainty, jitter=s.jitter, images_per_step=c.images_per_step,
+                             num_devices=len(runner.devices), step_times=times, losses=losses, config=c.to_dict(),
+                             hardware=hardware.describe(), distributed=runner.record())
+    runner.close()
+    return result
 
-    def _distributed_record(self) -> Optional[dict]:
-        return None
 
-    @property
-    def mode(self) -> str:
-        c = self.config
-        return "input-only" if c.input_only else "forward-only" if c.forward_only else "training"
-
-    def _print_header(self, log):
-        c = self.config
-        log(f"TensorFlow:  {tf.__version__}")
-        log(f"Model:       {c.model}")
-        log(f"Dataset:     {c.data_name} ({c.data_dir or 'synthetic'})")
-        log(f"Mode:        {self.mode}")
-        if c.is_distributed:
-            log(f"Batch size:  {c.global_batch_size} per worker, {c.global_batch_size * c.num_workers} "
-                f"across {c.num_workers} workers")
-        else:
-            log(f"Batch size:  {c.global_batch_size} global")
-        log(f"             {c.batch_size} per device")
-        log(f"Num batches: {c.num_batches}")
-        log(f"Devices:     {self.devices}")
-        log(f"Data format: {c.resolved_data_format}")
-        log(f"CPU backend: {self.backend.line()}")
-        log(f"Precision:   {c.precision}{_precision_note(c)}")
-        log(f"Optimizer:   {c.optimizer}")
-        log(f"Variables:   {c.variable_update}" + (" (staged)" if c.staged_vars else ""))
-        if c.is_distributed:
-            log(f"Cluster:     worker {c.task_index} of {c.num_workers}, {len(c.ps_hosts)} ps, "
-                + ("synchronous" if c.cross_replica_sync else "asynchronous"))
-        log(RULE)
+def print_header(runner: StepRunner, log: Callable[[str], None]) -> None:
+    """The lines before warm-up: what runs, on what, how."""
+    c = runner.config
+    log(f"TensorFlow:  {tf.__version__}")
+    log(f"Model:       {c.model}")
+    log(f"Dataset:     {c.data_name} ({c.data_dir or 'synthetic'})")
+    log(f"Mode:        {c.workload}")
+    if c.is_distributed:
+        log(f"Batch size:  {c.images_per_step} per worker, {c.images_per_step * c.num_workers} "
+            f"across {c.num_workers} workers")
+    else:
+        log(f"Batch size:  {c.images_per_step} global")
+    log(f"             {c.batch_size} per device")
+    log(f"Num batches: {c.num_batches}")
+    log(f"Devices:     {runner.devices}")
+    log(f"Data format: {c.resolved_data_format}")
+    log(f"CPU backend: {runner.backend.line()}")
+    log(f"Precision:   {c.precision}{_precision_note(c)}")
+    log(f"Optimizer:   {c.optimizer}")
+    log(f"Variables:   {c.variable_update}" + (" (staged)" if c.staged_vars else ""))
+    if c.is_distributed:
+        log(f"Cluster:     worker {c.task_index} of {c.num_workers}, {len(c.ps_hosts)} ps, "
+            + ("synchronous" if c.cross_replica_sync else "asynchronous"))
+    log(RULE)
 
 
 def _precision_note(c: BenchmarkConfig) -> str:
@@ -178,9 +207,25 @@ def _consume(batches):
     return tf.add_n(touched)
 
 
-def run_benchmark(config: BenchmarkConfig, log: Callable[[str], None] = print) -> BenchmarkResult:
-    """Builds and runs one benchmark; writes ``config.result_json`` if set."""
-    result = Benchmark(config).run(log)
+def run_benchmark(config: BenchmarkConfig, log: Callable[[str], None] = print) -> Optional[BenchmarkResult]:
+    """Runs what ``config`` asks of this process and writes ``config.result_json`` if set.
+
+    One process, or a cluster worker (``--job_name=worker``): measured, the result
+    returned. A ps task (``--job_name=ps``) serves until the workers are done and
+    returns None. Cluster failures raise ``hpcnn.distributed.cluster.ClusterError``.
+    """
+    if config.job_name == "ps":
+        from hpcnn.distributed.ps import run_ps
+
+        run_ps(config, log)
+        return None
+    if config.is_distributed:
+        from hpcnn.distributed.worker_task import ClusterWorker
+
+        runner: StepRunner = ClusterWorker(config)
+    else:
+        runner = Benchmark(config)
+    result = measure(runner, log)
     if config.result_json:
         result.write_json(config.result_json)
     return result

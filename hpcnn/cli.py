@@ -154,14 +154,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         backend.apply(values["onednn"])
         _import_tensorflow_quietly()
         config = BenchmarkConfig(**values)
-        if config.is_distributed:
-            from hpcnn.distributed import run_task
+        from hpcnn.benchmark import run_benchmark
 
-            run_task(config)
-        else:
-            from hpcnn.benchmark import run_benchmark
-
-            run_benchmark(config)
+        run_benchmark(config)
     except ConfigError as e:
         return _fail(e, USAGE_ERROR, config)
     except RunError as e:

@@ -31,7 +31,7 @@ class BenchmarkConfig:
 
     model: str = "trivial"
     batch_size: int = 32
-    num_gpus: int = 1
+    num_gpus: int = 1  # devices per process: GPUs, or logical CPU devices with --device=cpu (the original's name)
     device: str = "cpu"
     data_format: Optional[str] = None  # None: NCHW on gpu, NHWC on cpu
     data_dir: Optional[str] = None
@@ -167,38 +167,52 @@ class BenchmarkConfig:
     # -- derived values ---------------------------------------------------------
     @property
     def is_distributed(self) -> bool:
+        """Whether this process is a task of a cluster (``--job_name`` given)."""
         return self.job_name is not None
 
     @property
     def num_workers(self) -> int:
+        """Worker tasks in the cluster (1 outside one)."""
         return len(self.worker_hosts) if self.is_distributed else 1
 
     @property
     def resolved_data_format(self) -> str:
+        """``--data_format``, or the device's natural layout (NCHW on GPUs, NHWC on CPUs)."""
         if self.data_format is not None:
             return self.data_format
         return "NCHW" if self.device == "gpu" else "NHWC"
 
     @property
     def resolved_parameter_device(self) -> str:
+        """``--local_parameter_device``, or the compute device."""
         return self.local_parameter_device or self.device
 
     @property
     def resolved_use_nccl(self) -> bool:
+        """``--use_nccl``, or True on GPUs."""
         return self.device == "gpu" if self.use_nccl is None else self.use_nccl
 
     @property
     def learning_rate(self) -> float:
+        """``--init_learning_rate``, or the model's default."""
         from hpcnn.models import get_model
 
         return self.init_learning_rate or get_model(self.model).learning_rate
 
     @property
-    def global_batch_size(self) -> int:
+    def images_per_step(self) -> int:
+        """Images one step of this process trains on: ``batch_size`` on each of its devices (a cluster's
+        workers each take this many)."""
         return self.batch_size * self.num_gpus
 
     @property
+    def workload(self) -> str:
+        """What a step runs: ``training``, ``forward-only`` or ``input-only``."""
+        return "input-only" if self.input_only else "forward-only" if self.forward_only else "training"
+
+    @property
     def image_size(self) -> int:
+        """The model's input height and width."""
         from hpcnn.models import get_model
 
         return get_model(self.model).image_size

@@ -125,6 +125,7 @@ def _parser():
 
 
 def main(argv=None) -> int:
+    """Entry point of the ``hpcnn-data`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from hpcnn.config import ConfigError

@@ -64,6 +64,7 @@ def has_native_bf16(tier: str) -> bool:
 
 
 def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, not the machine's count)."""
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:

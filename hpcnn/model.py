@@ -1,4 +1,7 @@
-"""The training step: forward, loss, gradients. It never sees where a batch came from."""
+"""A registered model bound to a run's layout, precision and classes: one replica's forward, loss and gradients.
+
+It never sees where a batch came from or where its weights live.
+"""
 
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ class Model:
 
     @property
     def input_shape(self):
+        """One image's shape in this run's data format."""
         s = self.spec.image_size
         return [s, s, 3] if self.data_format == "NHWC" else [3, s, s]
 

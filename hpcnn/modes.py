@@ -19,6 +19,8 @@ class Mode:
     ``local``: runs on the devices of one process. ``cluster``: runs across ps
     and worker processes. ``needs_ps``: in a cluster, the master copies live on
     ps tasks (else a cluster has no ps). ``stageable``: ``--staged_vars`` applies.
+    ``averages``: the replicas' gradients are averaged into one update, so N
+    replicas of batch B train as one device on batch N*B.
     """
 
     name: str
@@ -26,6 +28,7 @@ class Mode:
     cluster: bool
     needs_ps: bool
     stageable: bool
+    averages: bool
     summary: str
 
 
@@ -37,19 +40,25 @@ def _register(*args) -> None:
     _MODES[mode.name] = mode
 
 
-_register("parameter_server", True, True, True, True,
+_register("parameter_server", True, True, True, True, True,
           "one master copy (local parameter device, or the ps tasks); the mean gradient applied to it")
-_register("replicated", True, False, False, False, "a copy per device; gradients all-reduced, every copy updated")
-_register("independent", True, False, False, False, "a copy per device; no aggregation (the scaling upper bound)")
-_register("distributed_replicated", False, True, True, False,
+_register("replicated", True, False, False, False, True, "a copy per device; gradients all-reduced, every copy updated")
+_register("independent", True, False, False, False, False,
+          "a copy per device; no aggregation (the scaling upper bound)")
+_register("distributed_replicated", False, True, True, False, True,
           "masters on the ps tasks plus a copy on every device of every worker")
-_register("collective_all_reduce", False, True, False, False,
+_register("collective_all_reduce", False, True, False, False, True,
           "no ps; a copy per device, gradients all-reduced across workers by collective ops")
 
 
 def names() -> Tuple[str, ...]:
     """Every mode's name, in registration order."""
     return tuple(_MODES)
+
+
+def local_names() -> Tuple[str, ...]:
+    """The modes that run on the devices of one process."""
+    return tuple(n for n, m in _MODES.items() if m.local)
 
 
 def cluster_names() -> Tuple[str, ...]:

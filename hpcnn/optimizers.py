@@ -36,11 +36,15 @@ class Optimizer:
 
 
 class SGD(Optimizer):
+    """Plain gradient descent."""
+
     def apply(self, var, grad, slots):
         return tf.raw_ops.ResourceApplyGradientDescent(var=var.handle, alpha=_f(self.lr), delta=grad)
 
 
 class Momentum(Optimizer):
+    """Gradient descent with momentum (``--momentum``)."""
+
     slot_names = ["momentum"]
 
     def apply(self, var, grad, slots):
@@ -49,6 +53,8 @@ class Momentum(Optimizer):
 
 
 class RMSProp(Optimizer):
+    """RMSProp as tf_cnn_benchmarks sets it up (``--rmsprop_decay``, ``--rmsprop_momentum``, ``--rmsprop_epsilon``)."""
+
     slot_names = ["rms", "momentum"]
     slot_ones = ["rms"]  # tf_cnn_benchmarks' RMSProp starts the mean square at 1
 
@@ -60,6 +66,8 @@ class RMSProp(Optimizer):
 
 
 class Adam(Optimizer):
+    """Adam (``--adam_beta1``, ``--adam_beta2``), its bias correction kept in per-variable power slots."""
+
     slot_names = ["m", "v", "beta1_power", "beta2_power"]
 
     def create_slots(self, var):

@@ -21,14 +21,14 @@ so N replicas of batch B follow one device on the global batch N*B.
 
 from __future__ import annotations
 
-from typing import Dict, List, Sequence, Tuple
+from typing import Callable, Dict, List, Sequence, Tuple
 
 import tensorflow as tf
 
 from hpcnn.config import BenchmarkConfig
 from hpcnn.models.layers import ParamSpec, initial_value
 from hpcnn.optimizers import Optimizer, make_optimizer
-from hpcnn.train_step import Model
+from hpcnn.model import Model, StepOutput
 
 Batch = Tuple[tf.Tensor, tf.Tensor]
 Params = Dict[str, tf.Variable]
@@ -87,7 +87,19 @@ class VariableUpdate:
 
     # -- steps -----------------------------------------------------------------------
     def train_step(self, batches: Sequence[Batch]) -> tf.Tensor:
-        """Builds one training step on per-replica batches; returns the mean loss."""
+        """Builds one training step on per-replica batches; returns the mean loss.
+
+        Every mode's step is the same template: each replica's forward-backward,
+        then ``_update`` (how the gradients meet and are applied: what the modes
+        differ in), then the mean loss, computed once the updates have run.
+        """
+        outs = self._replica_outputs(batches)
+        updates = self._update(outs)
+        with tf.control_dependencies(updates):
+            return self._mean_loss([o.loss for o in outs])
+
+    def _update(self, outs: List[StepOutput]) -> List[tf.Operation]:
+        """The ops that combine the replicas' gradients and BN statistics and apply them."""
         raise NotImplementedError
 
     def forward_step(self, batches: Sequence[Batch]) -> tf.Tensor:
@@ -99,35 +111,15 @@ class VariableUpdate:
                 losses.append(loss)
         return self._mean_loss(losses)
 
-    def _apply(self, params: Params, slots, grads: Dict[str, tf.Tensor]) -> List[tf.Operation]:
-        """The updates of ``params`` by ``grads``, each run once every one of ``grads`` exists.
-
-        Until then the backward pass may still hold a read of a variable (``dy @ W^T``
-        needs W), and updating a resource variable whose value is still referenced
-        makes TensorFlow copy the whole buffer first (151 MB per step for AlexNet's
-        fc0). After the last gradient nothing reads the weights, so updates are in place.
-        """
-        ops = []
-        with tf.control_dependencies(list(grads.values())):
-            for name, grad in grads.items():
-                with tf.device(params[name].device):
-                    ops.append(self.optimizer.apply(params[name], grad, slots[name]))
-        return ops
+    def _apply(self, params: Params, slots, grads: Dict[str, tf.Tensor],
+               bn: Dict[str, tf.Tensor]) -> List[tf.Operation]:
+        """The updates of ``params`` by ``grads`` and the new BN statistics ``bn``."""
+        return apply_gradients(self.optimizer, params, slots, grads) + assign_bn(params, bn)
 
     @staticmethod
-    def _assign_bn(params: Params, updates: Dict[str, tf.Tensor]) -> List[tf.Operation]:
-        ops = []
-        for name, value in updates.items():
-            with tf.device(params[name].device):
-                ops.append(params[name].assign(value, read_value=False))
-        return ops
-
-    @staticmethod
-    def _mean(values: List[tf.Tensor], device: str) -> tf.Tensor:
-        if len(values) == 1:
-            return values[0]
-        with tf.device(device):
-            return tf.add_n(values) * (1.0 / len(values))
+    def _means(outs: List[StepOutput], device_of: Callable[[str], str]):
+        """The replicas' mean gradients and mean BN statistics, each parameter's computed on ``device_of(name)``."""
+        return mean_over([o.grads for o in outs], device_of), mean_over([o.bn_updates for o in outs], device_of)
 
 
 class ParameterServer(VariableUpdate):
@@ -161,16 +153,9 @@ class ParameterServer(VariableUpdate):
     def copies(self):
         return [self.master]
 
-    def train_step(self, batches):
-        outs = self._replica_outputs(batches)
-        ops = self._update_master(outs)
-        with tf.control_dependencies(ops):
-            return self._mean_loss([o.loss for o in outs])
-
-    def _update_master(self, outs):
-        grads = {n: self._mean([o.grads[n] for o in outs], self.master[n].device) for n in outs[0].grads}
-        bn = {n: self._mean([o.bn_updates[n] for o in outs], self.master[n].device) for n in outs[0].bn_updates}
-        return self._apply(self.master, self.slots[0], grads) + self._assign_bn(self.master, bn)
+    def _update(self, outs):
+        grads, bn = self._means(outs, lambda n: self.master[n].device)
+        return self._apply(self.master, self.slots[0], grads, bn)
 
 
 class StagedParameterServer(ParameterServer):
@@ -189,16 +174,13 @@ class StagedParameterServer(ParameterServer):
     def replica_params(self, i):
         return self.staged[i]
 
-    def train_step(self, batches):
-        outs = self._replica_outputs(batches)  # reads the staged copies first
+    def _update(self, outs):  # the replicas have read the staged copies already
         refresh = []
         for staged, device in zip(self.staged, self.devices):
             fresh = self._read(self.master, device)
             refresh += [staged[n].assign(fresh[n], read_value=False) for n in staged]
         with tf.control_dependencies(refresh):  # the master is read before it is updated
-            ops = self._update_master(outs)
-        with tf.control_dependencies(ops):
-            return self._mean_loss([o.loss for o in outs])
+            return super()._update(outs)
 
 
 class _PerDeviceCopies(VariableUpdate):
@@ -216,19 +198,15 @@ class _PerDeviceCopies(VariableUpdate):
 class Replicated(_PerDeviceCopies):
     """A copy per device; gradients all-reduced and applied to every copy."""
 
-    def train_step(self, batches):
-        outs = self._replica_outputs(batches)
+    def _update(self, outs):
         names = list(outs[0].grads)
         reduced = self._all_reduce_mean([[o.grads[n] for o in outs] for n in names])
-        bn_names = list(outs[0].bn_updates)
-        bn = [self._mean([o.bn_updates[n] for o in outs], self.devices[k % len(self.devices)])
-              for k, n in enumerate(bn_names)]
+        spread = {n: self.devices[k % len(self.devices)] for k, n in enumerate(self.specs)}
+        bn = mean_over([o.bn_updates for o in outs], spread.get)
         ops = []
         for i, params in enumerate(self.replicas):
-            ops += self._apply(params, self.slots[i], {n: reduced[k][i] for k, n in enumerate(names)})
-            ops += self._assign_bn(params, dict(zip(bn_names, bn)))
-        with tf.control_dependencies(ops):
-            return self._mean_loss([o.loss for o in outs])
+            ops += self._apply(params, self.slots[i], {n: reduced[k][i] for k, n in enumerate(names)}, bn)
+        return ops
 
     def _all_reduce_mean(self, per_param: List[List[tf.Tensor]]) -> List[List[tf.Tensor]]:
         """For each parameter, the mean of its per-device gradients, one per device."""
@@ -245,21 +223,55 @@ class Replicated(_PerDeviceCopies):
             return out
         # Implicit copies: the sum lives on one device (spread round-robin over
         # parameters) and every device reads it, TensorFlow inserting the copies.
-        means = [self._mean(grads, self.devices[k % n]) for k, grads in enumerate(per_param)]
+        means = [_mean(grads, self.devices[k % n]) for k, grads in enumerate(per_param)]
         return [[m] * n for m in means]
 
 
 class Independent(_PerDeviceCopies):
     """A copy per device, each trained on its own batch; nothing crosses devices."""
 
-    def train_step(self, batches):
-        outs = self._replica_outputs(batches)
+    def _update(self, outs):
         ops = []
         for i, (params, out) in enumerate(zip(self.replicas, outs)):
-            ops += self._apply(params, self.slots[i], out.grads)
-            ops += self._assign_bn(params, out.bn_updates)
-        with tf.control_dependencies(ops):
-            return self._mean_loss([o.loss for o in outs])
+            ops += self._apply(params, self.slots[i], out.grads, out.bn_updates)
+        return ops
+
+
+def apply_gradients(optimizer: Optimizer, params: Params, slots, grads: Dict[str, tf.Tensor]) -> List[tf.Operation]:
+    """The optimizer's updates of ``params`` by ``grads``, each run once every one of ``grads`` exists.
+
+    Until then the backward pass may still hold a read of a variable (``dy @ W^T``
+    needs W), and updating a resource variable whose value is still referenced
+    makes TensorFlow copy the whole buffer first (151 MB per step for AlexNet's
+    fc0). After the last gradient nothing reads the weights, so updates are in place.
+    """
+    ops = []
+    with tf.control_dependencies(list(grads.values())):
+        for name, grad in grads.items():
+            with tf.device(params[name].device):
+                ops.append(optimizer.apply(params[name], grad, slots[name]))
+    return ops
+
+
+def assign_bn(params: Params, updates: Dict[str, tf.Tensor]) -> List[tf.Operation]:
+    """Assigns the new batch-norm moving statistics ``updates`` to ``params``."""
+    ops = []
+    for name, value in updates.items():
+        with tf.device(params[name].device):
+            ops.append(params[name].assign(value, read_value=False))
+    return ops
+
+
+def mean_over(replicas: List[Dict[str, tf.Tensor]], device_of: Callable[[str], str]) -> Dict[str, tf.Tensor]:
+    """Per name, the mean of the replicas' tensors, computed on ``device_of(name)``."""
+    return {n: _mean([r[n] for r in replicas], device_of(n)) for n in replicas[0]}
+
+
+def _mean(values: List[tf.Tensor], device: str) -> tf.Tensor:
+    if len(values) == 1:
+        return values[0]
+    with tf.device(device):
+        return tf.add_n(values) * (1.0 / len(values))
 
 
 _LOCAL_CLASSES = {"parameter_server": ParameterServer, "replicated": Replicated, "independent": Independent}

@@ -22,7 +22,7 @@ def main():
     import numpy as np
     import tensorflow as tf
 
-    from hpcnn.train_step import Model
+    from hpcnn.model import Model
     from unit_tests.helpers import config, init_params
 
     model = Model(config(model=a.model, data_format=a.data_format, num_classes=10))

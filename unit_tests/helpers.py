@@ -8,7 +8,7 @@ from hpcnn.benchmark import Benchmark
 from hpcnn.config import BenchmarkConfig
 from hpcnn.data_tool import example, write_shards
 from hpcnn.models.layers import initial_value
-from hpcnn.train_step import Model
+from hpcnn.model import Model
 
 
 def config(**kw) -> BenchmarkConfig:

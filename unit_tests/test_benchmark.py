@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from hpcnn.benchmark import run_benchmark
+from hpcnn.benchmark import print_header, run_benchmark
 from unit_tests.helpers import build, config, snapshot
 
 LINE = re.compile(r"^(\d+)\timages/sec: [\d.]+ \+/- [\d.]+ \(jitter = [\d.]+\)\t-?[\d.]+$")
@@ -23,7 +23,7 @@ def test_run_prints_the_familiar_lines_and_returns_one_result(tmp_path):
     assert steps == [2, 4]
     assert re.fullmatch(r"total images/sec: [\d.]+", lines[-2]) and lines[-1] == lines[-3] == "-" * 64
     assert len(result.step_times) == len(result.losses) == 4
-    assert result.images_per_sec > 0 and result.global_batch_size == 32
+    assert result.images_per_sec > 0 and result.images_per_step == 32
     assert all(np.isfinite(result.losses))
     saved = json.loads(path.read_text())
     assert saved["losses"] == result.losses and saved["config"]["model"] == "lenet"
@@ -66,7 +66,7 @@ def test_one_step_applies_the_optimizer_to_the_models_gradients(optimizer):
     bench = build(model="lenet", batch_size=8, optimizer=optimizer, init_learning_rate=0.01, weight_decay=1e-3)
     params = bench.strategy.replica_params(0)
     before = snapshot(params)
-    images, labels = bench.input.next_batches()[0]
+    images, labels = bench.input.next_batches().batches[0]
     grads = bench.model.forward_backward(dict(params), images, labels).grads
     loss = float(bench.step())
     after = snapshot(params)
@@ -79,7 +79,7 @@ def test_one_step_applies_the_optimizer_to_the_models_gradients(optimizer):
 def test_weight_decay_adds_half_the_squared_weights_to_the_loss():
     bench = build(model="lenet", weight_decay=0.01)
     params = snapshot(bench.strategy.replica_params(0))
-    images, labels = bench.input.next_batches()[0]
+    images, labels = bench.input.next_batches().batches[0]
     with_decay = float(bench.model.loss(params, images, labels)[0])
     bench.model.weight_decay = 0.0
     without = float(bench.model.loss(params, images, labels)[0])
@@ -90,7 +90,7 @@ def test_weight_decay_adds_half_the_squared_weights_to_the_loss():
 def test_forward_only_leaves_weights_unchanged_and_uses_moving_statistics():
     bench = build(model="tiny_resnet", forward_only=True)
     before = snapshot(bench.strategy.replica_params(0))
-    images, labels = bench.input.next_batches()[0]
+    images, labels = bench.input.next_batches().batches[0]
     expected = float(bench.model.loss(before, images, labels, training=False)[0])
     losses = bench.run_steps(2)[1]
     after = snapshot(bench.strategy.replica_params(0))
@@ -121,12 +121,12 @@ def test_header_names_the_cpu_backend_and_says_when_bfloat16_is_emulated():
 
     lines = []
     bench = build(model="lenet", precision="bf16")
-    bench._print_header(lines.append)
+    print_header(bench, lines.append)
     assert f"CPU backend: {backend.current().line()}" in lines
     precision = next(line for line in lines if line.startswith("Precision:"))
     tier = hardware.isa_tier(hardware.cpu_flags())
     emulated = not hardware.has_native_bf16(tier)  # AVX2 or plain AVX-512: no bfloat16 hardware
     assert ("emulated" in precision and f"({tier})" in precision) is emulated
     fp32 = []
-    build(model="lenet")._print_header(fp32.append)
+    print_header(build(model="lenet"), fp32.append)
     assert "Precision:   fp32" in fp32

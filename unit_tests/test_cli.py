@@ -14,7 +14,7 @@ def test_guide_flag_syntax_parses():
     c = parse_config(["--model=resnet50", "--batch_size=16", "--num_gpus=2", "--device=cpu",
                       "--variable_update=replicated", "--use_nccl=False", "--nodistortions", "--forward_only",
                       "--num_batches", "20", "--local_parameter_device=cpu", "--optimizer=momentum"])
-    assert (c.model, c.batch_size, c.num_gpus, c.global_batch_size) == ("resnet50", 16, 2, 32)
+    assert (c.model, c.batch_size, c.num_gpus, c.images_per_step) == ("resnet50", 16, 2, 32)
     assert c.variable_update == "replicated" and c.use_nccl is False and c.resolved_use_nccl is False
     assert c.distortions is False and c.forward_only is True and c.num_batches == 20
     assert c.resolved_data_format == "NHWC"  # the CPU default

@@ -231,7 +231,7 @@ def test_a_ps_killed_mid_run_fails_every_worker_naming_it():
 def test_parameter_server_masters_are_balanced_by_size_across_ps_tasks():
     from hpcnn.distributed.cluster import Cluster
     from hpcnn.distributed.variable_update import DistributedParameterServer
-    from hpcnn.train_step import Model
+    from hpcnn.model import Model
 
     cfg = BenchmarkConfig(model="resnet50", ps_hosts=("127.0.0.1:1", "127.0.0.1:2", "127.0.0.1:3"),
                           worker_hosts=("127.0.0.1:4",), job_name="worker")

@@ -11,7 +11,7 @@ import tensorflow as tf
 from hpcnn.benchmark import Benchmark
 from hpcnn.config import ConfigError
 from hpcnn.data_tool import main as data_main
-from hpcnn.inputs import StagedInput, pipeline, records
+from hpcnn.inputs import StagedInput, pipeline, records, source
 from hpcnn.inputs.records import DataError
 from unit_tests.helpers import config, write_bad_dataset
 
@@ -36,13 +36,13 @@ def _held(staged):
 
 def test_warm_up_runs_a0_then_a1_b0_and_every_step_runs_c_n_b_n1_a_n2():
     staged = StagedInput(_id_dataset(2), DEVICES)
-    warm_a, warm_ab = [pipeline._for_effect(stage) for stage in staged.warm_up_stages()]
+    warm_a, warm_ab = [source._for_effect(stage) for stage in staged.warm_up_stages()]
     warm_a()
     assert _held(staged) == (0, [0, 0])  # A0: batch 0 on the host, devices still empty (zeros)
     assert not staged.staged[1][1].numpy().any()
     warm_ab()
     assert _held(staged) == (1, [0, 1])  # A1 B0: device d holds batch 0 (100*0 + d)
-    step = tf.function(lambda: [(x[0, 0, 0, 0], y[0]) for x, y in staged.next_batches()], autograph=False)
+    step = tf.function(lambda: [(x[0, 0, 0, 0], y[0]) for x, y in staged.next_batches().batches], autograph=False)
     consumed = []
     for n in range(6):
         out = step()
@@ -57,7 +57,8 @@ def test_the_same_stages_run_in_a_graph_session_as_a_cluster_worker_runs_them():
     with graph.as_default():
         staged = StagedInput(_id_dataset(2), DEVICES)
         warm = [stage() for stage in staged.warm_up_stages()]
-        step = [(x[0, 0, 0, 0], y[0]) for x, y in staged.next_batches()], staged.staging_ops
+        batches, staging = staged.next_batches()
+        step = [(x[0, 0, 0, 0], y[0]) for x, y in batches], staging
         init = tf.compat.v1.global_variables_initializer()
     with tf.compat.v1.Session(graph=graph) as session:
         session.run([init, staged.initializer])
@@ -74,7 +75,7 @@ def test_each_buffer_holds_one_batch_and_compute_never_waits_on_the_other_stages
     consumed = []
 
     def step():
-        consumed.extend(x for x, _ in staged.next_batches())
+        consumed.extend(x for x, _ in staged.next_batches().batches)
         return list(consumed)
 
     graph = tf.function(step, autograph=False).get_concrete_function().graph
@@ -97,9 +98,12 @@ def test_each_buffer_holds_one_batch_and_compute_never_waits_on_the_other_stages
 
 
 def test_nchw_staging_transposes_on_the_device():
-    staged = StagedInput(_id_dataset(1), DEVICES[:1], data_format="NCHW")
+    pixels = np.arange(2 * 2 * 4 * 5 * 3, dtype=np.float32).reshape(2, 2, 4, 5, 3)  # every value distinct
+    source = tf.data.Dataset.from_tensors((pixels, np.zeros([2, 2], np.int32))).repeat()
+    staged = StagedInput(source, DEVICES, data_format="NCHW")
     staged.warm_up()
-    assert staged.staged[0][0].shape == (2, 3, 4, 4)
+    for d in range(2):  # a reshape to (2, 3, 4, 5) would keep the shape and scramble the values
+        np.testing.assert_array_equal(staged.staged[d][0].numpy(), pixels[d].transpose(0, 3, 1, 2))
 
 
 @pytest.fixture(scope="module")
@@ -149,15 +153,21 @@ def test_central_crop_is_deterministic_and_distortion_is_not(dataset_dir):
 def test_training_on_real_data_across_two_devices(dataset_dir, data_format):
     bench = Benchmark(config(model="tiny_resnet", data_dir=dataset_dir, num_gpus=2, batch_size=4, num_classes=5,
                              variable_update="replicated", data_format=data_format))
+    # After warm-up each device's buffer holds its batch of the first step: the step's loss is the
+    # replicas' mean loss on exactly those images and labels, with the initial weights.
+    params = {n: tf.identity(v) for n, v in bench.strategy.copies()[0].items()}
+    expected = np.mean([bench.model.loss(params, images.read_value(), labels.read_value())[0].numpy()
+                        for images, labels in bench.input.staged])
     _, losses = bench.run_steps(3)
-    assert all(np.isfinite(losses)) and 0 < losses[0] < 10
+    np.testing.assert_allclose(losses[0], expected, rtol=1e-3)
+    assert len(set(losses)) == 3  # later steps train on new batches with new weights
 
 
 def test_input_only_mode_runs_the_pipeline_without_a_model(dataset_dir):
     lines = []
     result = Benchmark(config(model="tiny_resnet", data_dir=dataset_dir, input_only=True, batch_size=8)).run(
         lines.append)
-    assert result.mode == "input-only" and result.images_per_sec > 0
+    assert result.workload == "input-only" and result.images_per_sec > 0
     assert f"Dataset:     imagenet ({dataset_dir})" in lines
 
 

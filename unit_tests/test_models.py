@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from hpcnn.models import get_model, list_models, register_model
-from hpcnn.train_step import Model
+from hpcnn.model import Model
 from unit_tests.helpers import config, init_params
 
 # Published parameter counts for 1000 classes. ResNets count trainable parameters

@@ -10,7 +10,7 @@ from hpcnn.distributed import variable_update as distributed_update
 from hpcnn import variable_update as local_update
 from hpcnn.variable_update import (Independent, ParameterServer, Replicated, StagedParameterServer,
                                    make_variable_update)
-from hpcnn.train_step import Model
+from hpcnn.model import Model
 from unit_tests.helpers import build, snapshot
 
 STEPS = 4
@@ -23,13 +23,28 @@ def _losses(num_gpus, per_device, **kw):
     return build(num_gpus=num_gpus, batch_size=per_device, **{**COMMON, **kw}).run_steps(STEPS)[1]
 
 
+AVERAGING = [m for m in modes.local_names() if modes.get(m).averages]
+
+
 @pytest.mark.parametrize("n", [2, 4])
-@pytest.mark.parametrize("mode", ["parameter_server", "replicated"])
+@pytest.mark.parametrize("mode", AVERAGING)
 def test_losses_equal_one_device_on_the_global_batch(mode, n):
     single = _losses(1, 8 * n)
     multi = _losses(n, 8, variable_update=mode)
     np.testing.assert_allclose(multi, single, rtol=2e-5)
     assert single[-1] < single[0]
+
+
+@pytest.mark.parametrize("mode", modes.local_names())
+def test_forward_only_computes_one_device_loss_on_the_global_batch_and_changes_nothing(mode):
+    bench = build(num_gpus=2, batch_size=8, variable_update=mode, forward_only=True, **COMMON)
+    before = [snapshot(c) for c in bench.strategy.copies()]
+    losses = bench.run_steps(2)[1]
+    single = build(num_gpus=1, batch_size=16, forward_only=True, **COMMON).run_steps(1)[1]
+    np.testing.assert_allclose(losses, single * 2, rtol=2e-5)
+    for copy, start in zip(bench.strategy.copies(), before):
+        for name, value in snapshot(copy).items():
+            np.testing.assert_array_equal(value, start[name], err_msg=name)
 
 
 @pytest.mark.parametrize("n", [2, 4])
@@ -71,7 +86,7 @@ def test_staged_update_uses_weights_exactly_one_step_stale(n):
     master = bench.strategy.master
     lr = bench.config.learning_rate
     # The global batch as one device sees it: gradients are averaged over replicas.
-    batches = bench.input.next_batches()
+    batches = bench.input.next_batches().batches
     images = tf.concat([b[0] for b in batches], 0)
     labels = tf.concat([b[1] for b in batches], 0)
     reference = Model(bench.config.replace(num_gpus=1, batch_size=8 * n))

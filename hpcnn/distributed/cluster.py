@@ -34,6 +34,8 @@ class ClusterError(RunError):
 
 @dataclasses.dataclass(frozen=True)
 class Cluster:
+    """The cluster a task belongs to: every task's host:port, this task's job and index, the step timeout."""
+
     ps: Tuple[str, ...]
     workers: Tuple[str, ...]
     job: str
@@ -42,11 +44,13 @@ class Cluster:
 
     @classmethod
     def from_config(cls, config: BenchmarkConfig) -> "Cluster":
+        """The cluster described by ``--ps_hosts``/``--worker_hosts``/``--job_name``/``--task_index``."""
         return cls(tuple(config.ps_hosts), tuple(config.worker_hosts), config.job_name, config.task_index,
                    config.cluster_timeout_secs)
 
     @property
     def is_chief(self) -> bool:
+        """Worker 0: it initialises the shared variables and reports the cluster's rate."""
         return self.job == "worker" and self.task == 0
 
     @property
@@ -54,13 +58,16 @@ class Cluster:
         return len(self.workers)
 
     def hosts(self, job: str) -> Tuple[str, ...]:
+        """The host:port of every task of ``job`` (``ps`` or ``worker``)."""
         return self.ps if job == "ps" else self.workers
 
     @property
     def address(self) -> str:
+        """This task's own host:port."""
         return self.hosts(self.job)[self.task]
 
     def spec(self) -> tf.train.ClusterSpec:
+        """TensorFlow's ClusterSpec of this cluster (no ps job where there are no ps tasks)."""
         jobs = {"worker": list(self.workers)}
         if self.ps:
             jobs["ps"] = list(self.ps)
@@ -68,12 +75,15 @@ class Cluster:
 
     @staticmethod
     def task_device(job: str, task: int) -> str:
+        """The device prefix of task ``task`` of ``job``."""
         return f"/job:{job}/replica:0/task:{task}"
 
     def ps_devices(self) -> List[str]:
+        """The CPU of every ps task, where master variables live."""
         return [self.task_device("ps", k) + "/device:CPU:0" for k in range(len(self.ps))]
 
     def describe(self, job: str, task: int) -> str:
+        """A task as messages name it: job, index and address."""
         return f"{job} {task} ({self.hosts(job)[task]})"
 
     # -- servers and sessions -------------------------------------------------------

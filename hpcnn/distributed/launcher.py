@@ -29,6 +29,8 @@ KILLED_BY_LAUNCHER = -1000  # returncode recorded for a process the launcher had
 
 @dataclasses.dataclass
 class TaskResult:
+    """How one task of a local cluster ended: its exit code and everything it printed."""
+
     job: str
     task: int
     returncode: int
@@ -41,17 +43,22 @@ class TaskResult:
 
 @dataclasses.dataclass
 class ClusterRun:
+    """Every task's result and the run's wall time."""
+
     tasks: List[TaskResult]
     seconds: float
 
     @property
     def ok(self) -> bool:
+        """Whether every task exited 0."""
         return all(t.returncode == 0 for t in self.tasks)
 
     def worker(self, i: int) -> TaskResult:
+        """Worker ``i``'s result."""
         return self._find("worker", i)
 
     def ps(self, i: int) -> TaskResult:
+        """Ps task ``i``'s result."""
         return self._find("ps", i)
 
     def _find(self, job, i):
@@ -74,18 +81,21 @@ class LocalCluster:
         self.start_time = time.monotonic()
 
     def cluster_flags(self) -> List[str]:
+        """The ``--worker_hosts``/``--ps_hosts`` flags every task of this cluster gets."""
         flags = [f"--worker_hosts={','.join(self.worker_hosts)}"]
         if self.ps_hosts:
             flags.append(f"--ps_hosts={','.join(self.ps_hosts)}")
         return flags
 
     def start(self) -> "LocalCluster":
+        """Starts every ps task, then every worker; returns self."""
         tasks = [("ps", k) for k in range(len(self.ps_hosts))] + [("worker", k) for k in range(len(self.worker_hosts))]
         for job, task in tasks:
             self.start_task(job, task)
         return self
 
     def start_task(self, job: str, task: int, extra_flags: Sequence[str] = ()) -> None:
+        """Starts one task as an ``hpcnn`` process logging to a file of its own."""
         path = os.path.join(self._dir.name, f"{job}{task}.log")
         argv = [sys.executable, "-m", "hpcnn.cli", *self.flags, *self.cluster_flags(), f"--job_name={job}",
                 f"--task_index={task}", *extra_flags]
@@ -95,6 +105,7 @@ class LocalCluster:
         self.procs[(job, task)] = (proc, path)
 
     def output(self, job: str, task: int) -> str:
+        """Everything task ``task`` of ``job`` has printed so far."""
         with open(self.procs[(job, task)][1], errors="replace") as f:
             return f.read()
 
@@ -116,6 +127,7 @@ class LocalCluster:
         return ClusterRun(results, time.monotonic() - self.start_time)
 
     def close(self) -> None:
+        """Kills every task still running (its whole process group) and removes the logs."""
         for proc, _ in self.procs.values():
             if proc.poll() is None:
                 _kill_group(proc)

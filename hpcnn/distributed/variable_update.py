@@ -33,7 +33,8 @@ import tensorflow as tf
 from hpcnn.distributed import cluster as cluster_lib
 from hpcnn.distributed.cluster import Cluster
 from hpcnn.distributed.queues import ClusterQueues
-from hpcnn.variable_update import ParameterServer, Params, VariableUpdate, _PerDeviceCopies
+from hpcnn.variable_update import (
+    ParameterServer, Params, VariableUpdate, _PerDeviceCopies, apply_gradients, assign_bn)
 
 
 class DistributedUpdate:
@@ -56,10 +57,7 @@ class DistributedUpdate:
         raise NotImplementedError
 
     def _local_means(self, outs):
-        device = self.devices[0]
-        grads = {n: self._mean([o.grads[n] for o in outs], device) for n in outs[0].grads}
-        bn = {n: self._mean([o.bn_updates[n] for o in outs], device) for n in outs[0].bn_updates}
-        return grads, bn
+        return VariableUpdate._means(outs, lambda _: self.devices[0])
 
 
 class DistributedParameterServer(DistributedUpdate, ParameterServer):
@@ -79,11 +77,8 @@ class DistributedParameterServer(DistributedUpdate, ParameterServer):
         exchange = SyncExchange if self.config.cross_replica_sync else AsyncExchange
         self.exchange = exchange(self.master, self.slots[0], self.optimizer, self.global_step, self.cluster)
 
-    def train_step(self, batches):
-        outs = self._replica_outputs(batches)
-        grads, bn = self._local_means(outs)
-        with tf.control_dependencies(self._after_update(self.exchange.update(grads, bn))):
-            return self._mean_loss([o.loss for o in outs])
+    def _update(self, outs):
+        return self._after_update(self.exchange.update(*self._local_means(outs)))
 
     def _after_update(self, ops):
         return ops
@@ -136,19 +131,16 @@ class CollectiveAllReduce(DistributedUpdate, _PerDeviceCopies):
         with tf.device(self.devices[0]):
             self.global_step = tf.Variable(tf.constant(0, tf.int64), trainable=False, name="global_step")
 
-    def train_step(self, batches):
-        outs = self._replica_outputs(batches)
+    def _update(self, outs):
         grads, bn = self._local_means(outs)
         grads = self.all_reduce_mean(grads, instance_key=cluster_lib.GRADIENTS_KEY)
         bn = self.all_reduce_mean(bn, instance_key=cluster_lib.BATCH_NORM_KEY)
         ops = []
         for i, params in enumerate(self.replicas):
-            ops += self._apply(params, self.slots[i], grads) + self._assign_bn(params, bn)
+            ops += self._apply(params, self.slots[i], grads, bn)
         with tf.control_dependencies(ops):
             with tf.device(self.devices[0]):
-                ops.append(self.global_step.assign_add(1, read_value=False))
-        with tf.control_dependencies(ops):
-            return self._mean_loss([o.loss for o in outs])
+                return ops + [self.global_step.assign_add(1, read_value=False)]
 
     def all_reduce_mean(self, values: Dict[str, tf.Tensor], instance_key: int) -> Dict[str, tf.Tensor]:
         """The mean over workers of each value: one collective on one packed tensor."""
@@ -225,10 +217,7 @@ class AsyncExchange:
         self.global_step = global_step
 
     def update(self, grads, bn):
-        ops = VariableUpdate._assign_bn(self.master, bn)
-        for name, grad in grads.items():
-            with tf.device(self.master[name].device):
-                ops.append(self.optimizer.apply(self.master[name], grad, self.slots[name]))
+        ops = apply_gradients(self.optimizer, self.master, self.slots, grads) + assign_bn(self.master, bn)
         with tf.control_dependencies(ops):
             with tf.device(self.global_step.device):
                 return [self.global_step.assign_add(1, read_value=False)]

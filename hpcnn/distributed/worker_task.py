@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import tensorflow as tf
 from tensorflow.core.protobuf import rewriter_config_pb2
 
 from hpcnn import backend, modes
-from hpcnn.benchmark import Benchmark, BenchmarkResult
+from hpcnn.benchmark import StepRunner
 from hpcnn.config import BenchmarkConfig
 from hpcnn.distributed.cluster import (
     COLLECTIVE_GROUP, IMAGES_KEY, WINDOW_KEY, Cluster, ClusterError, describe_remote_error)
@@ -17,13 +17,15 @@ from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.distributed.variable_update import make_distributed_update
 from hpcnn.inputs import make_input
 from hpcnn.inputs.records import DataError
-from hpcnn.train_step import Model
+from hpcnn.model import Model
 
 
-class DistributedBenchmark(Benchmark):
-    """One worker of a cluster run. Prints its own lines; the chief also the cluster's rate.
+class ClusterWorker(StepRunner):
+    """One worker of a cluster run: its steps are one graph run in a session on the cluster's server.
 
-    Raises (from the constructor and ``run``):
+    ``measure`` prints its own lines; the chief also prints the cluster's rate.
+
+    Raises (from the constructor and the ``StepRunner`` methods):
       ConfigError: this task's port is in use.
       ClusterError: a peer was unreachable, went away, or a step exceeded the cluster timeout.
       DataError: the input pipeline met a corrupt record or image (named).
@@ -63,9 +65,9 @@ class DistributedBenchmark(Benchmark):
         self.strategy = make_distributed_update(self.model, self.devices, cfg, c)
         self.strategy.build()
         self.warm_up_ops = [stage() for stage in self.input.warm_up_stages()]
-        batches = self.input.next_batches()
+        batches, staging = self.input.next_batches()
         self.loss = (self.strategy.forward_step if cfg.forward_only else self.strategy.train_step)(batches)
-        self.step = [self.loss] + ([self.input.staging_ops] if self.input.staging_ops is not None else [])
+        self.step = [self.loss] + ([staging] if staging is not None else [])
         self.checks = self.strategy.checks() if cfg.check_copies else None
         with tf.device(self.devices[0]):
             self.global_step = tf.identity(self.strategy.global_step)
@@ -104,7 +106,7 @@ class DistributedBenchmark(Benchmark):
         for ops in self.warm_up_ops:
             self._run(ops, "filling the input pipeline")
 
-    def run_steps(self, count: int) -> tuple:
+    def run_steps(self, count: int) -> Tuple[List[float], List[float]]:
         times, losses = [], []
         for _ in range(count):
             self.step_count += 1
@@ -117,18 +119,11 @@ class DistributedBenchmark(Benchmark):
                 self.sync_checks.append({k: float(v) for k, v in values.items()})
         return times, losses
 
-    def run(self, log: Callable[[str], None] = print) -> BenchmarkResult:
-        result = super().run(log)
-        if self.uses_ps:
-            self._run(self.say_done, "telling the ps tasks this worker is done")
-        self.session.close()
-        return result
-
-    def _summary_lines(self, window) -> List[str]:
-        """Gathers every worker's (images, start, end); the chief prints the cluster's rate."""
+    def finish(self, window: Tuple[float, float]) -> List[str]:
+        """Gathers every worker's (images, start, end); the chief's line is the cluster's rate."""
         cfg = self.config
         to_wall_clock = time.time() - time.perf_counter()  # workers' windows meet on the wall clock
-        mine = [cfg.global_batch_size * cfg.num_batches, window[0] + to_wall_clock, window[1] + to_wall_clock]
+        mine = [cfg.images_per_step * cfg.num_batches, window[0] + to_wall_clock, window[1] + to_wall_clock]
         if self.uses_ps:
             self._run(self.put_stats, "reporting this worker's images/sec", {self.stats_in: mine})
             if not self.cluster.is_chief:
@@ -145,15 +140,17 @@ class DistributedBenchmark(Benchmark):
         self.final_global_step = int(self._run(self.global_step, "reading the global step"))
         return [f"cluster total images/sec: {self.cluster_rate:.2f} ({self.cluster.num_workers} workers)"]
 
-    def _distributed_record(self) -> dict:
+    def close(self) -> None:
+        """Tells the ps tasks this worker is done (they serve until every worker is) and closes the session."""
+        if self.uses_ps:
+            self._run(self.say_done, "telling the ps tasks this worker is done")
+        self.session.close()
+
+    def record(self) -> dict:
         c = self.cluster
         return {"job": c.job, "task": c.task, "num_workers": c.num_workers, "num_ps": len(c.ps),
                 "synchronous": self.config.cross_replica_sync, "cluster_images_per_sec": self.cluster_rate,
                 "final_global_step": self.final_global_step, "sync_checks": self.sync_checks}
-
-    @property
-    def mode(self) -> str:
-        return "forward-only" if self.config.forward_only else "training"
 
     # -- one guarded session call ---------------------------------------------------------
     def _run(self, fetches, what: str, feed_dict=None):

@@ -17,11 +17,12 @@ C reads a buffer before B overwrites it, B reads the host buffer before A does.)
 
 from __future__ import annotations
 
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 import tensorflow as tf
 
 from hpcnn.inputs import preprocessing, records
+from hpcnn.inputs.source import InputSource, StepInput
 
 AUTOTUNE = tf.data.AUTOTUNE
 
@@ -71,7 +72,7 @@ def _image_fn(image_size: int, distortions: bool, dtype):
     return one
 
 
-class StagedInput:
+class StagedInput(InputSource):
     """Host and device staging buffers around a dataset (stage A), one batch each.
 
     ``dataset`` yields a tuple whose every component has a leading device
@@ -138,34 +139,17 @@ class StagedInput:
         """What fills the pipeline, in order: A0, then A1 B0 (each builds and returns one step's ops)."""
         return [self._stage_a, self._stage_ba]
 
-    def warm_up(self) -> None:
-        """Fills the pipeline eagerly (a cluster worker runs ``warm_up_stages`` in its session)."""
-        if not hasattr(self, "_warm"):
-            self._warm = [_for_effect(stage) for stage in self.warm_up_stages()]
-        for stage in self._warm:
-            stage()
-
-    def next_batches(self):
-        """Inside the step: this step's per-device batches (C(n)); schedules B(n+1) and A(n+2).
+    def next_batches(self) -> StepInput:
+        """Inside the step: this step's per-device batches (C(n)), and B(n+1) then A(n+2) as its staging.
 
         The orders C before B and B before A are explicit, so they hold in a plain
-        graph too; there the caller must also run ``staging_ops`` with the step
-        (tf.function runs them by itself).
+        graph too.
         """
         batches = []
         for device, buffers in zip(self.devices, self.staged):
             with tf.device(device):
                 batches.append(tuple(tf.identity(v) for v in buffers))
-        self.staging_ops = tf.group(self._stage_ba([t for b in batches for t in b]))
-        return batches
-
-
-def _for_effect(stage):
-    """``stage`` compiled to run for its assignments (a tf.function may not return ops)."""
-    def run():
-        stage()
-
-    return tf.function(run, autograph=False)
+        return StepInput(batches, tf.group(self._stage_ba([t for b in batches for t in b])))
 
 
 class ImagenetInput(StagedInput):
@@ -177,14 +161,14 @@ class ImagenetInput(StagedInput):
 
     DIAGNOSE_SECONDS = 120
 
-    def __init__(self, config, devices, image_size: int, dtype):
+    def __init__(self, config, devices, image_size: int, dtype, first_replica: int = 0):
         self.shards = records.list_shards(config.data_dir, "train")
-        seed = config.tf_random_seed + config.task_index  # cluster workers read in different orders
+        seed = config.tf_random_seed + first_replica  # every worker reads the shards in its own order
         ds = process_images(read_records(self.shards, seed=seed), image_size, config.distortions,
                             dtype, config.batch_size, len(devices))
         super().__init__(ds, devices, config.resolved_data_format)
 
-    def diagnose(self, error: Exception) -> str:
+    def diagnose(self, error: Exception) -> Optional[str]:
         """Names the file behind a pipeline ``error`` (scanning for at most a bounded time)."""
         found = records.find_bad_record(self.shards, time_limit_s=self.DIAGNOSE_SECONDS)
         if found:

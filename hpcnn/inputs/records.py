@@ -88,4 +88,5 @@ def find_bad_record(shards: List[str], time_limit_s: Optional[float] = None) -> 
 
 
 def first_line(error) -> str:
+    """The first line of a TensorFlow error's message, at most 160 characters."""
     return str(getattr(error, "message", error)).strip().splitlines()[0][:160]

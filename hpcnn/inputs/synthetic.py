@@ -6,8 +6,10 @@ from typing import List, Sequence, Tuple
 
 import tensorflow as tf
 
+from hpcnn.inputs.source import InputSource, StepInput
 
-class SyntheticInput:
+
+class SyntheticInput(InputSource):
     """One fixed batch per replica, made once on the replica's device.
 
     Images are distributed like preprocessed real images (centred, within about
@@ -17,7 +19,8 @@ class SyntheticInput:
     replicas of batch B see exactly the data one device sees with batch N*B. In a
     cluster, worker w's replicas take their slices from ``first_replica`` on, out
     of ``total_replicas`` over all workers.
-    Each step reads the device-resident variables: no host work, no copies.
+    Each step reads the device-resident variables: no host work, no copies, no
+    warm-up, and nothing to stage.
     """
 
     def __init__(self, devices: Sequence[str], batch_size: int, image_shape: Sequence[int], num_classes: int,
@@ -34,18 +37,6 @@ class SyntheticInput:
                 self.batches.append((tf.Variable(tf.cast(images[sl], dtype), trainable=False, name=f"images{i}"),
                                      tf.Variable(labels[sl], trainable=False, name=f"labels{i}")))
 
-    initializer = None
-    staging_ops = None  # nothing moves between steps
-
-    def warm_up_stages(self):
-        return []
-
-    def warm_up(self) -> None:
-        """Nothing to fill: the data already live on the devices."""
-
-    def diagnose(self, error: Exception) -> None:
-        return None
-
-    def next_batches(self) -> List[Tuple[tf.Tensor, tf.Tensor]]:
-        """The per-replica batches, read inside the compiled step."""
-        return [(tf.convert_to_tensor(x), tf.convert_to_tensor(y)) for x, y in self.batches]
+    def next_batches(self) -> StepInput:
+        """The per-replica batches, read inside the compiled step; nothing to stage."""
+        return StepInput([(tf.convert_to_tensor(x), tf.convert_to_tensor(y)) for x, y in self.batches], None)

@@ -40,6 +40,7 @@ def session_record(samples: Sequence[float], commit: Optional[str]) -> dict:
 
 
 def path_for(directory: str, profile_id: str) -> str:
+    """The baselines file of profile ``profile_id`` in ``directory``."""
     return os.path.join(directory, f"{profile_id}.json")
 
 

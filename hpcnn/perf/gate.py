@@ -64,6 +64,7 @@ class Verdict:
 
     @property
     def failed(self) -> bool:
+        """Whether the verdict fails the gate (a significant drop beyond the threshold)."""
         return self.verdict == REGRESSION
 
     @property
@@ -72,6 +73,7 @@ class Verdict:
         return self.mds is not None and self.mds > self.threshold
 
     def describe(self) -> str:
+        """One line with the medians, ratio and interval, p-value, threshold, MDS and verdict."""
         mds = "MDS unknown" if self.mds is None else f"MDS {self.mds:.1%}"
         weak = " (above the threshold: smaller drops usually pass)" if self.weak else ""
         text = (f"baseline {self.baseline_median:.2f}, current {self.current_median:.2f} images/sec; ratio "

@@ -7,7 +7,7 @@ import itertools
 from typing import List, Optional
 
 from hpcnn import hardware
-from hpcnn.config import BenchmarkConfig
+from hpcnn.config import BenchmarkConfig, ConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,11 +25,13 @@ class Combination:
 
     @property
     def key(self) -> str:
+        """The combination's name in tests, baselines and tables."""
         nccl = "-nccl" if self.use_nccl else ""
         return (f"{self.model}-{self.variable_update}{nccl}-{self.data_format}-{self.num_devices}dev-"
                 f"{self.precision}-b{self.batch_size}")
 
     def config(self, device: str, **overrides) -> BenchmarkConfig:
+        """The ``BenchmarkConfig`` of this combination on ``device`` (``overrides`` replace fields)."""
         kw = dict(model=self.model, variable_update=self.variable_update, data_format=self.data_format,
                   num_gpus=self.num_devices, precision=self.precision, batch_size=self.batch_size,
                   device=device, use_nccl=self.use_nccl, num_warmup_batches=0)
@@ -39,14 +41,16 @@ class Combination:
     def skip_reason(self, device: str, available_devices: int, cpu_isa: Optional[str] = None) -> Optional[str]:
         """Why this machine cannot run the combination (or should not time it), or None.
 
+        What the config itself refuses on ``device`` (NCCL or float16 on a CPU) is
+        skipped with the config's own message; the rest is the matrix's choice.
         ``cpu_isa``: the CPU's tier (``hardware.isa_tier``); bfloat16 is not timed where it is emulated.
         """
-        if device == "cpu" and self.use_nccl:
-            return "NCCL all-reduce needs GPUs"
+        try:
+            self.config(device)
+        except ConfigError as e:
+            return str(e)
         if device == "cpu" and self.data_format == "NCHW":
             return "NCHW is the GPU layout; the CPU runs NHWC"
-        if device == "cpu" and self.precision == "fp16":
-            return "float16 has no CPU kernels (bf16 is the CPU's reduced precision)"
         if device == "cpu" and self.precision == "bf16" and cpu_isa and not hardware.has_native_bf16(cpu_isa):
             return (f"bf16 is emulated on this CPU ({cpu_isa}: no AVX512-BF16 or AMX) and slower than fp32; "
                     "a figure of the emulation is not worth gating")

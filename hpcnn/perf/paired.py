@@ -57,6 +57,7 @@ class Side:
         return json.loads(line)
 
     def close(self):
+        """Ends the worker (closing its stdin), killing it if it does not exit within 30 s."""
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
@@ -115,10 +116,12 @@ def source_tree(spec: str, workdir: str) -> str:
 
 
 def remove_worktree(path: str) -> None:
+    """Removes a worktree made by ``source_tree``."""
     subprocess.run(["git", "worktree", "remove", "--force", path], capture_output=True)
 
 
 def warmup_steps_for(combo: Combination) -> int:
+    """Untimed steps before a side's first round: tracing and first-step costs."""
     return max(3, combo.steps_per_round)
 
 

@@ -51,6 +51,7 @@ class PlantedSlowdown:
         self.units = tf.Variable(0, trainable=False, name="planted_slowdown_units")
 
     def hook(self, loss):
+        """The step hook: ``loss`` after the planted work."""
         return _work(loss, self.units)
 
     def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], adjustments: int = 2) -> float:

@@ -13,6 +13,7 @@ import sys
 
 
 def main():
+    """Builds and warms up the benchmark of ``argv[1]``, then answers ``run`` requests until stdin closes."""
     spec = json.loads(sys.argv[1])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     try:  # the parent chose the backend; "auto" takes its choice from the inherited environment
