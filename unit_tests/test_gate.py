@@ -240,3 +240,16 @@ def test_rounds_against_rounds_refuses_sample_sizes_that_could_never_fail():
     with pytest.raises(ValueError, match="positive"):
         gate.judge_rounds([], [1.0])
     assert gate.judge_rounds([100.0, 101, 99, 100, 102], [50.0, 51, 49, 50, 52]).failed
+
+
+@pytest.mark.parametrize("tried,target,expected", [
+    ([(100, 0.02)], 0.05, 250),  # proportional from one measurement
+    ([(100, 0.001)], 0.05, 400),  # at most 4x the last
+    ([(100, 0.02), (250, 0.08)], 0.05, 175),  # secant through the last two
+    ([(100, 0.05), (200, 0.03)], 0.10, 667),  # a non-increasing pair: proportional from the last
+    ([(400, 0.60)], 0.05, 100),  # at least a quarter of the last
+])
+def test_planted_work_is_searched_by_secant_steps_within_bounds(tried, target, expected):
+    from hpcnn.perf.slowdown import next_units
+
+    assert next_units(tried, target) == expected

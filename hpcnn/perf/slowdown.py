@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable, Sequence
+from typing import Callable, List, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -54,14 +54,15 @@ class PlantedSlowdown:
         """The step hook: ``loss`` after the planted work."""
         return _work(loss, self.units)
 
-    def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], adjustments: int = 2) -> float:
+    def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], tries: int = 5) -> float:
         """Sizes the work so a step takes ``1 + fraction`` times as long as without it; returns the measured fraction.
 
-        ``run_steps(n)`` runs n steps and returns their times. The first guess (the
-        work alone, timed outside the step) misses the mark because the work
-        overlaps the step's own ops, so the fraction is measured in place, steps
-        with and without the work alternating, and the work rescaled
-        ``adjustments`` times.
+        ``run_steps(n)`` runs n steps and returns their times. The added time is
+        not proportional to the work (a little of it hides in a core the step
+        leaves idle), so the fraction is measured in place, steps with and
+        without the work alternating, and the amount of work searched by secant
+        steps until the measured fraction is within a fifth of ``fraction`` or
+        ``tries`` measurements are spent; the closest is kept.
         """
         if fraction <= 0:
             self.units.assign(0)
@@ -69,10 +70,15 @@ class PlantedSlowdown:
         step = statistics.median(run_steps(3))
         chunk = max(1, math.ceil(0.2 / step))  # steps per on/off chunk: about 0.2 s
         units = max(1, round(fraction * step / unit_seconds()))
-        for _ in range(adjustments):
-            achieved = self._measure(units, run_steps, chunk)
-            units = max(1, round(units * fraction / max(achieved, 0.01)))
-        return self._measure(units, run_steps, chunk)
+        tried: List[Tuple[int, float]] = []  # (units, measured fraction)
+        for _ in range(tries):
+            tried.append((units, self._measure(units, run_steps, chunk)))
+            if abs(tried[-1][1] - fraction) <= 0.2 * fraction:
+                break
+            units = next_units(tried, fraction)
+        units, measured = min(tried, key=lambda t: abs(t[1] - fraction))
+        self.units.assign(units)
+        return measured
 
     def _measure(self, units: int, run_steps, chunk: int, alternations: int = 10) -> float:
         """The fraction ``units`` of work adds to a step: chunks off and on alternate, median of their ratios."""
@@ -85,3 +91,15 @@ class PlantedSlowdown:
             ratios.append(spent[True] / spent[False])
         self.units.assign(units)
         return statistics.median(ratios) - 1.0
+
+
+def next_units(tried: Sequence[Tuple[int, float]], target: float) -> int:
+    """The next amount of work to try: a secant step through the last two (units, measured fraction),
+    a proportional one from a single measurement, never more than 4x or less than 1/4 of the last."""
+    units, measured = tried[-1]
+    guess = units * target / max(measured, target / 4)
+    if len(tried) > 1:
+        before, measured_before = tried[-2]
+        if units != before and (measured - measured_before) / (units - before) > 0:
+            guess = units + (target - measured) * (units - before) / (measured - measured_before)
+    return int(min(max(round(guess), max(1, units // 4)), units * 4))
