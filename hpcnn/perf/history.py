@@ -231,7 +231,12 @@ def find_changes(points: Sequence[Point], alpha: float = 0.01, min_size: int = 2
         fitted = sorted(set(breaks + [at] + ([until] if until < end else [])))
         df = n - len(fitted) - 1
         variance = _sse(y, fitted) / df if df > 0 else 0.0
-        null = _null(end - start, n - (end - start) - len(breaks), min_size, draws, seed)
+        m = end - start
+        outside = n - m - len(breaks)
+        # The null's cost grows as draws * m^2: long windows get fewer draws (never fewer than 1/alpha
+        # permits), and the outside degrees of freedom are rounded to a power of two to share nulls.
+        null = _null(m, 1 << outside.bit_length() - 1 if outside > 0 else 0, min_size,
+                     max(min(draws, int(4e7 / m ** 2)), int(2 / alpha)), seed)
         if variance > 0 and (1 + len(null) - int(np.searchsorted(null, gain[0] / variance))) / (len(null) + 1) <= alpha:
             breaks.append(at)
             todo += [(start, at), (at, end)]
