@@ -31,7 +31,7 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
     refreshes = [i for i, p in enumerate(points) if p.refresh]
     if refreshes:
         ax.plot(refreshes, [low[i] for i in refreshes], "^", color="#7d3c98", markersize=8, label="baseline refresh")
-    every = max(1, len(points) // 40)  # at most about 40 commit labels
+    every = max(1, len(points) // 20)  # at most about 20 commit labels
     ax.set_xticks(x[::every], [p.commit[:7] for p in points][::every], rotation=60, fontsize=7, ha="right")
     ax.set_ylabel("images/sec")
     ax.set_title(title, fontsize=10)
