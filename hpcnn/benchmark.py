@@ -13,7 +13,6 @@ from hpcnn import devices as devices_lib
 from hpcnn import hardware, jsonfile
 from hpcnn.config import BenchmarkConfig
 from hpcnn.inputs import make_input
-from hpcnn.inputs.records import DataError
 from hpcnn.stats import speed
 from hpcnn.model import Model
 from hpcnn.variable_update import make_variable_update
@@ -126,10 +125,8 @@ class Benchmark(StepRunner):
         try:
             return fn()
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            message = self.input.diagnose(e)
-            if message is None:
-                raise
-            raise DataError(message) from None
+            self.input.raise_if_bad_data(e)
+            raise
 
 
 def measure(runner: StepRunner, log: Callable[[str], None] = print) -> BenchmarkResult:

@@ -16,7 +16,6 @@ from hpcnn.distributed.cluster import (
 from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.distributed.variable_update import make_distributed_update
 from hpcnn.inputs import make_input
-from hpcnn.inputs.records import DataError
 from hpcnn.model import Model
 
 
@@ -163,10 +162,8 @@ class ClusterWorker(StepRunner):
             raise ClusterError(f"worker {self.cluster.task}: the cluster was shut down during {what} "
                                "(a peer task went away)") from None
         except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
-            message = self.input.diagnose(e)
-            if message is None:
-                raise
-            raise DataError(f"worker {self.cluster.task}: {message}") from None
+            self.input.raise_if_bad_data(e, f"worker {self.cluster.task}: ")
+            raise
         except tf.errors.UnavailableError as e:
             raise ClusterError(f"worker {self.cluster.task}: lost contact with a peer task during {what} "
                                f"({describe_remote_error(e)})") from None

@@ -6,6 +6,8 @@ from typing import Callable, List, NamedTuple, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
+from hpcnn.inputs.records import DataError
+
 Batch = Tuple[tf.Tensor, tf.Tensor]  # (images, labels) of one replica
 
 
@@ -50,6 +52,13 @@ class InputSource:
 
     def diagnose(self, error: Exception) -> Optional[str]:
         return None
+
+    def raise_if_bad_data(self, error: Exception, where: str = "") -> None:
+        """Raises ``DataError`` (``where`` + the diagnosis) when bad input caused ``error``; else returns,
+        for the caller to re-raise ``error``. Both step runners call it on a failed step."""
+        message = self.diagnose(error)
+        if message is not None:
+            raise DataError(where + message) from None
 
 
 def _for_effect(stage):
