@@ -34,7 +34,7 @@ from hpcnn.distributed import cluster as cluster_lib
 from hpcnn.distributed.cluster import Cluster
 from hpcnn.distributed.queues import ClusterQueues
 from hpcnn.variable_update import (
-    ParameterServer, Params, VariableUpdate, _PerDeviceCopies, apply_gradients, assign_bn)
+    ParameterServer, Params, _PerDeviceCopies, apply_gradients, assign_bn)
 
 
 class DistributedUpdate:
@@ -57,7 +57,7 @@ class DistributedUpdate:
         raise NotImplementedError
 
     def _local_means(self, outs):
-        return VariableUpdate._means(outs, lambda _: self.devices[0])
+        return self._means(outs, lambda _: self.devices[0])
 
 
 class DistributedParameterServer(DistributedUpdate, ParameterServer):

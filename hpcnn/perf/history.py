@@ -21,7 +21,7 @@ import json
 import math
 import sqlite3
 import statistics
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -180,6 +180,16 @@ class History:
         return [r[0] for r in self.db.execute(
             "SELECT DISTINCT s.combination FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? "
             "ORDER BY s.combination", (profile_id,))]
+
+    def selected(self, profile: str = "", only: str = "") -> Iterator[Tuple[str, str, List[Point]]]:
+        """(profile id, combination, its series) of every stored combination, or of ``profile``'s only, and only
+        those whose key contains ``only``."""
+        for pid in self.profiles():
+            if profile and pid != profile:
+                continue
+            for key in self.combinations(pid):
+                if only in key:
+                    yield pid, key, self.series(pid, key)
 
     def series(self, profile_id: str, combination: str) -> List[Point]:
         """The combination's points, one per commit, in commit-time order (first run's time for ties)."""

@@ -41,15 +41,9 @@ def cmd_history(args) -> int:
             return 0
         with history.History(args.db) as h:
             found, series = [], 0
-            for pid in h.profiles():
-                if args.profile and pid != args.profile:
-                    continue
-                for key in h.combinations(pid):
-                    if args.only not in key:
-                        continue
-                    points = h.series(pid, key)
-                    series += 1
-                    found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points)]
+            for pid, key, points in h.selected(args.profile, args.only):
+                series += 1
+                found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points)]
     except history.HistoryError as e:
         usage_error("hpcnn-perf", str(e))
     for _, pid, key, change in sorted(found, key=lambda f: f[0], reverse=True):

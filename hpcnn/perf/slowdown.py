@@ -17,6 +17,8 @@ from typing import Callable, List, Sequence, Tuple
 
 import tensorflow as tf
 
+from hpcnn.stats import interleaved
+
 _N = 256  # matrix size of one unit of work
 
 
@@ -85,7 +87,7 @@ class PlantedSlowdown:
         ratios = []
         for i in range(alternations):
             spent = {}
-            for on in ((False, True) if i % 2 == 0 else (True, False)):
+            for on in interleaved([False, True], i):
                 self.units.assign(units if on else 0)
                 spent[on] = sum(run_steps(chunk))
             ratios.append(spent[True] / spent[False])

@@ -47,23 +47,17 @@ def write_report(history: History, out_dir: str, profile: str = "", only: str = 
     os.makedirs(out_dir, exist_ok=True)
     rows: List[str] = []
     sections: List[str] = []
-    for pid in history.profiles():
-        if profile and pid != profile:
-            continue
-        for key in history.combinations(pid):
-            if only not in key:
-                continue
-            points = history.series(pid, key)
-            changes = find_changes(points)
-            image = f"{pid}--{key}.png"
-            plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
-            latest = changes[-1].describe() if changes else "none"
-            rows.append(f"<tr><td>{html.escape(pid)}</td><td><a href='#{html.escape(image)}'>{html.escape(key)}</a>"
-                        f"</td><td>{len(points)}</td><td>{points[-1].median:.2f}</td><td>{len(changes)}</td>"
-                        f"<td>{html.escape(latest)}</td></tr>")
-            steps = "".join(f"<li>{html.escape(c.describe())}</li>" for c in reversed(changes)) or "<li>none</li>"
-            sections.append(f"<h2 id='{html.escape(image)}'>{html.escape(key)}</h2><p>{html.escape(pid)}</p>"
-                            f"<img src='{html.escape(image)}' alt='{html.escape(key)}'><ul>{steps}</ul>")
+    for pid, key, points in history.selected(profile, only):
+        changes = find_changes(points)
+        image = f"{pid}--{key}.png"
+        plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
+        latest = changes[-1].describe() if changes else "none"
+        rows.append(f"<tr><td>{html.escape(pid)}</td><td><a href='#{html.escape(image)}'>{html.escape(key)}</a>"
+                    f"</td><td>{len(points)}</td><td>{points[-1].median:.2f}</td><td>{len(changes)}</td>"
+                    f"<td>{html.escape(latest)}</td></tr>")
+        steps = "".join(f"<li>{html.escape(c.describe())}</li>" for c in reversed(changes)) or "<li>none</li>"
+        sections.append(f"<h2 id='{html.escape(image)}'>{html.escape(key)}</h2><p>{html.escape(pid)}</p>"
+                        f"<img src='{html.escape(image)}' alt='{html.escape(key)}'><ul>{steps}</ul>")
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>hpcnn throughput history</title><style>"
             "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
             "padding:4px 8px;font-size:13px}img{max-width:100%}</style></head><body>"
