@@ -133,10 +133,14 @@ def test_paired_judgement_refuses_unequal_or_tiny_sides():
 
 
 class _TimedSide:
-    """A paired side whose steps each take ``step_s`` seconds; it logs (name, steps) of every chunk it runs."""
+    """A paired side whose steps each take ``step_s`` seconds; it logs (name, steps) of every chunk it runs
+    and (name, "rebuild") of every rebuild."""
 
     def __init__(self, name, step_s, log):
         self.name, self.step_s, self.log = name, step_s, log
+
+    def rebuild(self):
+        self.log.append((self.name, "rebuild"))
 
     def run(self, steps):
         self.log.append((self.name, steps))
@@ -148,10 +152,14 @@ def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own
     a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
     run_pair = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 2, "fp32", 16, 7), chunks=3)
     assert run_pair(0) == pytest.approx((3200.0, 1600.0))  # 32 images per step over 10 ms and 20 ms
-    assert log == [("A", 3), ("B", 3), ("B", 2), ("A", 2), ("A", 2), ("B", 2)]
+    assert log == [("A", 3), ("B", 3), ("B", 2), ("A", 2), ("A", 2), ("B", 2)]  # the first pair: the built sides
     log.clear()
-    run_pair(1)  # odd pairs start with B
-    assert [name for name, _ in log] == ["B", "A", "A", "B", "B", "A"]
+    run_pair(1)  # later pairs rebuild both sides first; odd pairs start with B
+    assert log[:2] == [("B", "rebuild"), ("A", "rebuild")]
+    assert [name for name, _ in log[2:]] == ["B", "A", "A", "B", "B", "A"]
+    log.clear()
+    run_pair(2)
+    assert log[:2] == [("A", "rebuild"), ("B", "rebuild")] and ("A", "rebuild") not in log[2:]
 
 
 @pytest.mark.parametrize("steps,chunks,sizes", [(30, 10, [3] * 10), (7, 3, [3, 2, 2]), (3, 10, [1, 1, 1]),

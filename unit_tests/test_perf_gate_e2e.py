@@ -87,3 +87,27 @@ def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_i
     assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]
     assert (f"baselines file {tmp_path / 'forced.json'} was recorded on profile {profile_id(other)}, "
             f"but this machine is {profile_id(here)} (cpu_isa: recorded") in p.stderr
+
+
+@pytest.mark.slow
+def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survives_the_rebuild():
+    from hpcnn.perf import paired
+    from hpcnn.perf.matrix import build_matrix
+
+    combo = next(c for c in build_matrix("smoke") if c.key == COMBO)
+    plain, planted = paired.open_pair(REPO, REPO, combo, "cpu", plant_b=float(PLANT))
+    try:
+        plain.run(3)
+        first = plain.losses
+        plain.run(3)
+        assert plain.losses != first  # training went on
+        for side in (plain, planted):
+            side.rebuild()
+            side.run(3)
+        assert plain.losses == first  # fresh weights: the same three steps again
+        assert planted.losses == first  # the planted work leaves the loss as it is
+        slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
+        assert slowed > 1.5, slowed  # the rebuilt step still carries the planted work (3x the step)
+    finally:
+        plain.close()
+        planted.close()

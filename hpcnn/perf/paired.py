@@ -3,6 +3,15 @@
 Machine drift over minutes (10-40% on shared CPUs) hits both sides alike when
 their rounds alternate, so the gate compares like with like. Each side is a
 persistent worker process importing its own revision's hpcnn.
+
+A build of the benchmark (its model, compiled step and buffers) runs at its own
+steady speed, a few percent off another build of the same code: measured here on
+lenet, 5 process pairs of unchanged code gave steady offsets of +1.6, +1.7, -0.8,
+-4.6 and +0.3% (se about 1%), and rebuilding inside one process moved its offset
+from -1.7% to +3.3%. A test over rounds of one build would judge that build, not
+the code, so both sides rebuild before every round pair after the first: each
+pair then samples a fresh build offset, and the pairs are independent draws of
+everything that differs between two builds of the code under test.
 """
 
 from __future__ import annotations
@@ -39,25 +48,34 @@ class Side:
                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=env)
         ready = self._read(READY_TIMEOUT_S)  # built and warmed up
         self.planted_fraction = ready.get("planted_fraction", 0.0)  # measured, where a slowdown was planted
+        self.losses: List[float] = []
 
     def run(self, steps: int, timeout_s: float = 600) -> List[float]:
-        """Step times of one round of ``steps`` steps."""
+        """Step times of one round of ``steps`` steps (their losses are left in ``self.losses``)."""
         self.proc.stdin.write(json.dumps({"cmd": "run", "steps": steps}) + "\n")
         self.proc.stdin.flush()
-        return self._read(timeout_s)["step_times"]
+        reply = self._read(timeout_s)
+        self.losses = reply["losses"]
+        return reply["step_times"]
+
+    def rebuild(self, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """A fresh build of the benchmark in the same process, warmed up (a planted slowdown keeps its size)."""
+        self.proc.stdin.write(json.dumps({"cmd": "rebuild"}) + "\n")
+        self.proc.stdin.flush()
+        self._read(timeout_s)
 
     def _read(self, timeout_s):
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
-            self.close()
             self.stderr.seek(0)
             tail = self.stderr.read()[-2000:]
+            self.close()
             raise WorkerError(f"perf worker {'gave no answer in time' if not ready else 'exited'}: {tail}")
         return json.loads(line)
 
     def close(self):
-        """Ends the worker (closing its stdin), killing it if it does not exit within 30 s."""
+        """Ends the worker (closing its stdin), killing it if it does not exit within 30 s; closes its pipes."""
         if self.proc.poll() is None:
             try:
                 self.proc.stdin.close()
@@ -65,6 +83,8 @@ class Side:
             except (OSError, subprocess.TimeoutExpired):
                 self.proc.kill()
                 self.proc.wait()
+        for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
+            stream.close()
 
 
 # Only these config fields cross to the worker: older revisions know them all.
@@ -78,7 +98,8 @@ CHUNKS = 10
 def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS):
     """A function running round pair ``r`` -> (A's, B's images/sec).
 
-    Each side's round of ``steps_per_round`` steps is cut into up to ``chunks``
+    Before every pair but the first, both sides rebuild (see the module's
+    docstring), the first in turn as the chunks alternate. Each side's round of ``steps_per_round`` steps is cut into up to ``chunks``
     chunks run A B B A A B ... (B first for odd r), so the machine's drift over
     a second or two hits both sides alike. Measured on trivial-ps here, unchanged
     code: the spread of a pair's log-ratio was 6.6% with whole rounds run A B,
@@ -88,6 +109,9 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS):
     sizes = chunk_sizes(combo.steps_per_round, chunks)
 
     def run_pair(r: int):
+        if r:
+            for side in interleaved([a, b], r):
+                side.rebuild()
         times = {a: [], b: []}
         for i, steps in enumerate(sizes):
             for side in interleaved([a, b], r + i):

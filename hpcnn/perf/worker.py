@@ -4,9 +4,12 @@ Run by ``hpcnn.perf.paired`` as ``python worker.py CONFIG_JSON`` with PYTHONPATH
 pointing at the revision under test, so it imports *that* revision's hpcnn (only
 its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
 one JSON line each: it answers {"ready": ...} after building and warming up,
-then each ``run`` request with the round's step times.
+each ``run`` request with the round's step times and losses, and each ``rebuild`` request
+(a fresh model, step and input, warmed up; a planted slowdown keeps its size)
+with {"ready": true}.
 """
 
+import gc
 import json
 import os
 import sys
@@ -36,18 +39,30 @@ def main():
         from slowdown import PlantedSlowdown
 
         planted = PlantedSlowdown()
-    bench = Benchmark(config, step_hook=planted.hook if planted else None)
-    bench.run_steps(spec["warmup_steps"])
+
+    def build():
+        fresh = Benchmark(config, step_hook=planted.hook if planted else None)
+        fresh.run_steps(spec["warmup_steps"])
+        return fresh
+
+    bench = build()
     ready = {"ready": True}
     if planted:
         ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], lambda n: bench.run_steps(n)[0])
     print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
-        if request.get("cmd") != "run":
+        if request.get("cmd") == "run":
+            times, losses = bench.run_steps(request["steps"])
+            print(json.dumps({"step_times": times, "losses": losses}), flush=True)
+        elif request.get("cmd") == "rebuild":
+            getattr(bench, "close", lambda: None)()  # older revisions have no close()
+            bench = None
+            gc.collect()
+            bench = build()
+            print(json.dumps({"ready": True}), flush=True)
+        else:
             break
-        times, _ = bench.run_steps(request["steps"])
-        print(json.dumps({"step_times": times}), flush=True)
 
 
 if __name__ == "__main__":
