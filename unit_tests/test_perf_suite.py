@@ -175,21 +175,6 @@ def test_smoke_matrix_covers_every_mode_and_skips_what_the_cpu_cannot_run():
         build_matrix("medium")
 
 
-def test_paired_mode_checks_out_a_git_revision_as_a_worktree(tmp_path, monkeypatch):
-    from hpcnn.perf import paired
-
-    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    monkeypatch.chdir(repo)
-    tree = paired.source_tree("HEAD", str(tmp_path))
-    try:
-        assert tree.startswith(str(tmp_path))
-        assert os.path.isfile(os.path.join(tree, "hpcnn", "benchmark.py"))
-    finally:
-        paired.remove_worktree(tree)
-    assert not os.path.exists(tree)
-    assert paired.source_tree(repo, str(tmp_path)) == repo  # a directory is used as it is
-
-
 SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines")
 
 

@@ -3,6 +3,8 @@
     hpcnn-perf [--onednn=auto|on|off] profile [--json]
     hpcnn-perf compare --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] [--perf-matrix=smoke] [--only=SUBSTR]
                        [--min-rounds=8] [--max-rounds=20] [--threshold=0.02]
+    hpcnn-perf bisect --good=REV [--bad=HEAD] --only=COMBINATION [--max-rounds=20] [--threshold=0.02]
+    hpcnn-perf explain --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] --only=COMBINATION [--pairs=8] [--data_dir=DIR]
     hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH]
     hpcnn-perf gate-quality --mode=stored --baselines-dir=DIR [--runs=20] [--slowdowns=0.10,0.25]
     hpcnn-perf gate-quality --mode=simulate --baselines-file=FILE [--paired-json=PATH] [--combinations=400]
@@ -10,7 +12,8 @@
     hpcnn-perf history changes [--db=...] [--profile=ID] [--only=SUBSTR]
     hpcnn-perf report --out=DIR [--db=...] [--profile=ID] [--only=SUBSTR]
 
-Exit codes: 0 no regression, 1 a regression (compare), 2 usage error.
+Exit codes: 0 no regression (compare) or the first bad commit named (bisect); 1 a regression (compare)
+or no single first bad commit (bisect); 2 usage error.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import tempfile
 from typing import List
@@ -25,6 +29,7 @@ from typing import List
 from hpcnn import jsonfile
 from hpcnn.config import ONEDNN
 from hpcnn.perf import gate, history_cli
+from hpcnn.perf.bisection import BisectError, Worktrees
 from hpcnn.usage import Parser, usage_error
 from hpcnn.perf.matrix import Combination, build_matrix
 
@@ -49,19 +54,30 @@ def _parser():
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     prof = sub.add_parser("profile", help="print this machine's hardware profile id")
     prof.add_argument("--json", action="store_true", help="print the whole profile")
-    for name in ("compare", "gate-quality"):
+    for name in ("compare", "gate-quality", "bisect", "explain"):
         s = sub.add_parser(name)
         s.add_argument("--perf-matrix", default="smoke")
         s.add_argument("--only", default="", help="only combinations whose key contains this")
+        s.add_argument("--device", choices=["cpu", "gpu"], default=None)
+        if name == "explain":
+            continue
         s.add_argument("--min-rounds", type=int, default=8, help="round pairs before the first look (then every 4)")
         s.add_argument("--max-rounds", type=int, default=20, help="most round pairs per combination")
         s.add_argument("--threshold", type=_fraction, default=gate.PAIRED_THRESHOLD,
                        help="smallest drop that fails (paired mode)")
-        s.add_argument("--device", choices=["cpu", "gpu"], default=None)
     cmp_ = sub.choices["compare"]
     cmp_.add_argument("--baseline", required=True, help="git revision or directory (side A)")
     cmp_.add_argument("--candidate", default=".", help="git revision or directory (side B); default: this tree")
     cmp_.add_argument("--plant-slowdown", type=float, default=0.0, help=argparse.SUPPRESS)
+    bis = sub.choices["bisect"]
+    bis.add_argument("--good", required=True, help="a git revision where the combination was fast")
+    bis.add_argument("--bad", default="HEAD", help="a later revision where it is slow (default HEAD)")
+    bis.add_argument("--data_dir", default=None, help="time the combination on these real-data shards")
+    exp = sub.choices["explain"]
+    exp.add_argument("--baseline", required=True, help="git revision or directory (side A)")
+    exp.add_argument("--candidate", default=".", help="git revision or directory (side B); default: this tree")
+    exp.add_argument("--pairs", type=int, default=8, help="round pairs, each timing every variant on both sides")
+    exp.add_argument("--data_dir", default=None, help="time the combination on these real-data shards")
     q = sub.choices["gate-quality"]
     q.add_argument("--mode", choices=["paired", "stored", "simulate"], default="paired")
     q.add_argument("--runs", type=int, default=20)
@@ -138,31 +154,124 @@ def cmd_compare(args):
     schedule = _schedule(args, len(combos))
     each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos))
     rows, failed = [], False
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
         try:
-            a_dir, b_dir = (paired.source_tree(s, work) for s in (args.baseline, args.candidate))
-        except ValueError as e:
+            a_dir, b_dir = (trees.source(s) for s in (args.baseline, args.candidate))
+        except BisectError as e:
             _usage(str(e))
-        try:
-            for combo in combos:
-                a, b = paired.open_pair(a_dir, b_dir, combo, device, args.plant_slowdown)
-                try:
-                    v, _, _ = sequential.run_sequential(paired.pair_runner(a, b, combo), schedule, args.threshold,
-                                                        each)
-                finally:
-                    a.close()
-                    b.close()
-                failed |= v.failed
-                rows.append((combo.key, v, ""))
-                print(f"{combo.key}: {v.describe()}", flush=True)
-        finally:
-            for d in (a_dir, b_dir):
-                if d.startswith(work):
-                    paired.remove_worktree(d)
+        for combo in combos:
+            a, b = paired.open_pair(a_dir, b_dir, combo, device, args.plant_slowdown)
+            try:
+                v, _, _ = sequential.run_sequential(paired.pair_runner(a, b, combo), schedule, args.threshold, each)
+            finally:
+                a.close()
+                b.close()
+            failed |= v.failed
+            rows.append((combo.key, v, ""))
+            print(f"{combo.key}: {v.describe()}", flush=True)
     title = (f"paired: A={args.baseline} B={args.candidate}; {len(combos)} combination(s), each at alpha "
              f"{each:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
     print("\n".join(format_table(rows, title)))
     return 1 if failed else 0
+
+
+def cmd_bisect(args):
+    """The first commit in --good..--bad where one combination got slower, by paired comparisons against good."""
+    from hpcnn.perf import bisection, paired
+
+    device = _device(args)
+    combo = _one_combo(args, device)
+    try:
+        commits = bisection.commits_between(args.good, args.bad)
+    except BisectError as e:
+        _usage(str(e))
+    print(f"bisect {combo.key}: {len(commits)} commit(s) after {args.good} up to {args.bad}, each judged against "
+          f"{args.good} (paired, at most {args.max_rounds} round pairs, threshold {args.threshold:.0%})", flush=True)
+    with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
+        try:
+            judge = bisection.PairedJudge(trees, args.good, combo, device, _schedule(args), args.threshold,
+                                          gate.DEFAULT_ALPHA, _data_dir(args))
+        except paired.WorkerError as e:
+            _usage(f"--good={args.good!r} does not run {combo.key}: {bisection.first_error_line(e)}")
+        try:
+            result = bisection.search(commits, judge)
+        finally:
+            judge.close()
+    print(_bisect_summary(result, args, commits), flush=True)
+    return 0 if result.first_bad else 1
+
+
+def _data_dir(args):
+    """Config overrides for --data_dir (None without it); refuses a path that is not a directory."""
+    if not args.data_dir:
+        return None
+    if not os.path.isdir(args.data_dir):
+        _usage(f"--data_dir={args.data_dir!r} is not a directory; allowed: a folder of TFRecord shards")
+    return {"data_dir": os.path.abspath(args.data_dir)}
+
+
+def _one_combo(args, device) -> Combination:
+    """The one combination --only names (bisect and explain follow one)."""
+    combos = _combos(args, device)
+    if len(combos) != 1:
+        more = " ..." if len(combos) > 6 else ""
+        _usage(f"--only={args.only!r} matches {len(combos)} combinations; {args.command} follows one, allowed: "
+               f"a substring of exactly one of {', '.join(c.key for c in combos[:6])}{more}")
+    return combos[0]
+
+
+def cmd_explain(args):
+    """Which stage of the step moved from --baseline to --candidate: the variants that isolate each, interleaved."""
+    from hpcnn.perf import explain, paired
+
+    device = _device(args)
+    combo = _one_combo(args, device)
+    if args.pairs < explain.MIN_PAIRS:
+        _usage(f"--pairs={args.pairs} is too few for an interval; allowed: {explain.MIN_PAIRS} or more")
+    plan = explain.variants(combo, (_data_dir(args) or {}).get("data_dir"))
+    print(f"explain {combo.key}: A={args.baseline} B={args.candidate}; {args.pairs} round pairs over "
+          f"{', '.join(plan)}", flush=True)
+    with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
+        try:
+            a_dir, b_dir = (trees.source(s) for s in (args.baseline, args.candidate))
+        except BisectError as e:
+            _usage(str(e))
+        first = next(iter(plan.values()))
+        warm = paired.warmup_steps_for(combo)
+        a = paired.Side(a_dir, combo, device, warm, overrides=first)
+        try:
+            b = paired.Side(b_dir, combo, device, warm, overrides=first)
+            try:
+                pairs = explain.measure(a, b, combo, plan, args.pairs)
+            finally:
+                b.close()
+        finally:
+            a.close()
+    changes = explain.attribute(pairs)
+    print(f"{'stage':26s} {'A ms':>9s} {'B ms':>9s} {'change (95% CI), per step':>30s}")
+    for c in changes:
+        print(c.describe())
+    top = explain.culprit(changes)
+    print(f"grew most: {top.stage}, {1e3 * top.change:+.2f} ms per step ({100 * top.change / top.a_step:+.1f}% "
+          f"of A's step)" if top else "no stage grew significantly", flush=True)
+    return 0
+
+
+def _bisect_summary(result, args, commits) -> str:
+    minutes = f"{len(result.steps)} commit(s) tried in {result.seconds / 60:.1f} min"
+    if not result.candidates:
+        step = result.steps[0]
+        return (f"no regression to bisect: {args.bad} against {args.good} is {step.outcome} "
+                f"({step.describe()}); {minutes}")
+    if result.first_bad is None:
+        return (f"the first bad commit is one of {', '.join(c[:12] for c in result.candidates)} (skipped commits "
+                f"hide which); {minutes}")
+    subject = subprocess.run(["git", "log", "-1", "--format=%h %s", result.first_bad], capture_output=True,
+                             text=True).stdout.strip()
+    step = result.step_of(result.first_bad)
+    v = step.verdict
+    return (f"first bad commit: {subject}\n  ratio to {args.good}: {v.ratio:.3f} [95% CI {v.ci_low:.3f}, "
+            f"{v.ci_high:.3f}] over {v.evidence}; {minutes}")
 
 
 def cmd_gate_quality(args):
@@ -243,9 +352,18 @@ def main(argv=None) -> int:
         backend.apply(args.onednn)  # before TensorFlow loads; paired workers inherit the environment it sets
     except ConfigError as e:
         _usage(str(e))
-    commands = {"profile": cmd_profile, "compare": cmd_compare, "gate-quality": cmd_gate_quality,
-                "history": history_cli.cmd_history, "report": history_cli.cmd_report}
-    return commands[args.command](args)
+    commands = {"profile": cmd_profile, "compare": cmd_compare, "bisect": cmd_bisect, "explain": cmd_explain,
+                "gate-quality": cmd_gate_quality, "history": history_cli.cmd_history,
+                "report": history_cli.cmd_report}
+    from hpcnn.perf.paired import WorkerError
+
+    try:
+        return commands[args.command](args)
+    except WorkerError as e:  # a revision under test that does not build or run: its own error, in one line
+        from hpcnn.perf.bisection import first_error_line
+
+        print(f"hpcnn-perf: error: a perf worker failed: {first_error_line(e)}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

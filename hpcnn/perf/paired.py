@@ -22,7 +22,7 @@ import select
 import subprocess
 import sys
 import tempfile
-from typing import List
+from typing import List, Optional
 
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved, throughput
@@ -39,9 +39,11 @@ class Side:
     """A worker process running one combination from the hpcnn at ``source_dir``."""
 
     def __init__(self, source_dir: str, combo: Combination, device: str, warmup_steps: int,
-                 plant_slowdown: float = 0.0):
+                 plant_slowdown: float = 0.0, overrides: Optional[dict] = None):
+        combo.config(device, **(overrides or {}))  # a variant this hpcnn refuses fails here, not in the worker
         spec = {"config": {k: v for k, v in combo.config(device).to_dict().items() if k in _FIELDS},
-                "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown}
+                "overrides": overrides or {},
+                "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown, "source": os.path.abspath(source_dir)}
         env = dict(os.environ, PYTHONPATH=os.path.abspath(source_dir), TF_CPP_MIN_LOG_LEVEL="2")
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, WORKER, json.dumps(spec)], stdin=subprocess.PIPE,
@@ -58,9 +60,12 @@ class Side:
         self.losses = reply["losses"]
         return reply["step_times"]
 
-    def rebuild(self, timeout_s: float = READY_TIMEOUT_S) -> None:
-        """A fresh build of the benchmark in the same process, warmed up (a planted slowdown keeps its size)."""
-        self.proc.stdin.write(json.dumps({"cmd": "rebuild"}) + "\n")
+    def rebuild(self, overrides: Optional[dict] = None, timeout_s: float = READY_TIMEOUT_S) -> None:
+        """A fresh build of the benchmark in the same process, warmed up (a planted slowdown keeps its size).
+
+        ``overrides``: config fields that differ from the side's own combination in this build (a variant).
+        """
+        self.proc.stdin.write(json.dumps({"cmd": "rebuild", "overrides": overrides or {}}) + "\n")
         self.proc.stdin.flush()
         self._read(timeout_s)
 
@@ -99,8 +104,9 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS):
     """A function running round pair ``r`` -> (A's, B's images/sec).
 
     Before every pair but the first, both sides rebuild (see the module's
-    docstring), the first in turn as the chunks alternate. Each side's round of ``steps_per_round`` steps is cut into up to ``chunks``
-    chunks run A B B A A B ... (B first for odd r), so the machine's drift over
+    docstring), in the order the pair's chunks start. Each side's round of
+    ``steps_per_round`` steps is cut into up to ``chunks`` chunks run
+    A B B A A B ... (B first for odd r), so the machine's drift over
     a second or two hits both sides alike. Measured on trivial-ps here, unchanged
     code: the spread of a pair's log-ratio was 6.6% with whole rounds run A B,
     5.1% with 2 chunks and 1.6-2.2% with 6-30 chunks of the same 60 steps.
@@ -125,23 +131,6 @@ def chunk_sizes(steps: int, chunks: int) -> List[int]:
     """``steps`` cut into ``min(chunks, steps)`` near-equal positive parts."""
     n = max(1, min(chunks, steps))
     return [steps // n + (i < steps % n) for i in range(n)]
-
-
-def source_tree(spec: str, workdir: str) -> str:
-    """A directory holding the hpcnn to test: ``spec`` itself, or a worktree of git rev ``spec``."""
-    if os.path.isdir(spec):
-        return spec
-    target = os.path.join(workdir, spec.replace("/", "_"))
-    result = subprocess.run(["git", "worktree", "add", "--detach", target, spec], capture_output=True, text=True)
-    if result.returncode != 0:
-        raise ValueError(f"{spec!r} is neither a directory nor a git revision of this repository "
-                         f"({result.stderr.strip().splitlines()[-1] if result.stderr.strip() else 'git failed'})")
-    return target
-
-
-def remove_worktree(path: str) -> None:
-    """Removes a worktree made by ``source_tree``."""
-    subprocess.run(["git", "worktree", "remove", "--force", path], capture_output=True)
 
 
 def warmup_steps_for(combo: Combination) -> int:

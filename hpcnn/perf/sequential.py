@@ -75,21 +75,33 @@ def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.
         raise ValueError("judge_pairs() needs positive throughputs on both sides")
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
     n = len(d)
-    i, j = np.triu_indices(n)
-    walsh = np.sort((d[i] + d[j]) / 2)
-    estimate = float(np.median(walsh))  # Hodges-Lehmann
+    estimate, low, high = hodges_lehmann(d)
     p_slower, p_faster = signed_rank_p(d)
-    k = int(math.floor(len(walsh) / 2 - stats.norm.ppf(0.975) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
-    k = min(max(k, 0), len(walsh) // 2)
     ratio = math.exp(estimate)
     # The MDS of the rank test: a normal-theory t test on a robust spread, at the signed-rank test's
     # asymptotic efficiency (3/pi against the normal, higher with heavy tails).
     spread = 1.4826 * float(np.median(np.abs(d - np.median(d))))
     se = spread / math.sqrt(n * 3 / math.pi)
-    return gate.Verdict(float(np.median(a)), float(np.median(b)), ratio, math.exp(walsh[k]),
-                        math.exp(walsh[len(walsh) - 1 - k]), p_slower, p_faster, threshold,
+    return gate.Verdict(float(np.median(a)), float(np.median(b)), ratio, math.exp(low), math.exp(high),
+                        p_slower, p_faster, threshold,
                         gate.classify(ratio, p_slower, p_faster, threshold, alpha), alpha,
                         gate.mds(se, n - 1, alpha if mds_alpha is None else mds_alpha), f"{n} paired rounds")
+
+
+def hodges_lehmann(d: Sequence[float]) -> Tuple[float, float, float]:
+    """The Hodges-Lehmann estimate of the centre of paired differences ``d`` and its rank-based 95% interval.
+
+    The estimate is the median of the Walsh averages (d_i + d_j) / 2, i <= j; the
+    interval runs between the k-th smallest and k-th largest of them, k from the
+    signed-rank statistic's normal approximation.
+    """
+    d = np.asarray(d, float)
+    n = len(d)
+    i, j = np.triu_indices(n)
+    walsh = np.sort((d[i] + d[j]) / 2)
+    k = int(math.floor(len(walsh) / 2 - stats.norm.ppf(0.975) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
+    k = min(max(k, 0), len(walsh) // 2)
+    return float(np.median(walsh)), float(walsh[k]), float(walsh[len(walsh) - 1 - k])
 
 
 def signed_rank_p(d: np.ndarray) -> Tuple[float, float]:

@@ -5,8 +5,8 @@ pointing at the revision under test, so it imports *that* revision's hpcnn (only
 its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
 one JSON line each: it answers {"ready": ...} after building and warming up,
 each ``run`` request with the round's step times and losses, and each ``rebuild`` request
-(a fresh model, step and input, warmed up; a planted slowdown keeps its size)
-with {"ready": true}.
+(a fresh model, step and input, warmed up, with the request's config ``overrides``
+if any; a planted slowdown keeps its size) with {"ready": true}.
 """
 
 import gc
@@ -15,10 +15,19 @@ import os
 import sys
 
 
+# Python put this script's folder first on sys.path, where gate.py, profile.py ... would shadow modules of
+# the standard library or of the revision under test: it goes last (``slowdown`` is still found there).
+sys.path.append(sys.path.pop(0))
+
+
 def main():
     """Builds and warms up the benchmark of ``argv[1]``, then answers ``run`` requests until stdin closes."""
     spec = json.loads(sys.argv[1])
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import hpcnn
+
+    if os.path.dirname(os.path.dirname(os.path.realpath(hpcnn.__file__))) != os.path.realpath(spec["source"]):
+        sys.exit(f"{spec['source']} has no hpcnn package (an installed one would have been timed instead)")
     try:  # the parent chose the backend; "auto" takes its choice from the inherited environment
         from hpcnn import backend
     except ImportError:  # a revision older than hpcnn.backend: TensorFlow reads the same environment
@@ -34,18 +43,19 @@ def main():
         ensure_logical_cpus(config.num_gpus)
     planted = None
     if spec.get("plant_slowdown"):
-        # Test-only: imported from this script's own folder (sys.path[0]), so a
+        # Test-only: imported from this script's own folder (last on sys.path), so a
         # revision under test need not contain it.
         from slowdown import PlantedSlowdown
 
         planted = PlantedSlowdown()
 
-    def build():
-        fresh = Benchmark(config, step_hook=planted.hook if planted else None)
+    def build(overrides):
+        built = BenchmarkConfig(**{**spec["config"], **overrides})
+        fresh = Benchmark(built, step_hook=planted.hook if planted else None)
         fresh.run_steps(spec["warmup_steps"])
         return fresh
 
-    bench = build()
+    bench = build(spec.get("overrides", {}))
     ready = {"ready": True}
     if planted:
         ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], lambda n: bench.run_steps(n)[0])
@@ -59,7 +69,7 @@ def main():
             getattr(bench, "close", lambda: None)()  # older revisions have no close()
             bench = None
             gc.collect()
-            bench = build()
+            bench = build(request.get("overrides", {}))
             print(json.dumps({"ready": True}), flush=True)
         else:
             break

@@ -1,0 +1,82 @@
+"""Explain: which variants a combination is timed on, and the arithmetic from variant times to stage changes."""
+
+import numpy as np
+import pytest
+
+from hpcnn.perf import explain
+from hpcnn.perf.matrix import Combination
+
+REPLICATED = Combination("tiny_resnet", "replicated", "NHWC", 2, "fp32", 32, 20)
+ONE_DEVICE = Combination("lenet", "parameter_server", "NHWC", 1, "fp32", 32, 30)
+
+
+def test_variants_isolate_each_stage_the_combination_has():
+    assert explain.variants(REPLICATED, None) == {"forward": {"forward_only": True},
+                                                  "local": {"variable_update": "independent"}, "step": {}}
+    assert list(explain.variants(REPLICATED, "/data")) == ["input", "forward", "local", "step"]
+    assert explain.variants(REPLICATED, "/data")["input"] == {"data_dir": "/data", "input_only": True}
+    assert explain.variants(REPLICATED, "/data")["step"] == {"data_dir": "/data"}
+    assert list(explain.variants(ONE_DEVICE, None)) == ["forward", "step"]  # one device: nothing to aggregate
+
+
+@pytest.mark.parametrize("combo", [REPLICATED, ONE_DEVICE])
+def test_every_variant_is_a_config_this_hpcnn_accepts(combo, tmp_path):
+    for overrides in explain.variants(combo, str(tmp_path)).values():
+        config = combo.config("cpu", **overrides)
+        assert config.model == combo.model and config.num_gpus == combo.num_devices
+
+
+def test_stage_times_by_difference():
+    t = {"input": 0.004, "forward": 0.010, "local": 0.030, "step": 0.036}
+    assert explain.stage_times(t) == pytest.approx({"input pipeline (alone)": 0.004, "forward": 0.010,
+                                                    "backward and update": 0.020, "gradient aggregation": 0.006,
+                                                    "whole step": 0.036})
+    assert explain.stage_times({"forward": 0.01, "step": 0.03}) == pytest.approx(
+        {"forward": 0.01, "backward and update": 0.02, "whole step": 0.03})
+
+
+def _pairs(grow, n=10, noise=0.02, seed=0):
+    """Round pairs whose B side has ``grow`` seconds added to one stage; every variant carries multiplicative
+    noise and a shared per-pair build offset (as a rebuilt pair does)."""
+    rng = np.random.default_rng(seed)
+    base = {"forward": 0.010, "backward and update": 0.020, "gradient aggregation": 0.006}
+    out = []
+    for _ in range(n):
+        pair = {}
+        for side in ("a", "b"):
+            s = dict(base)
+            if side == "b":
+                for stage, seconds in grow.items():
+                    s[stage] += seconds
+            offset = np.exp(rng.normal(0, noise))
+            fwd = s["forward"] * offset * np.exp(rng.normal(0, noise / 2))
+            local = (s["forward"] + s["backward and update"]) * offset * np.exp(rng.normal(0, noise / 2))
+            step = (s["forward"] + s["backward and update"] + s["gradient aggregation"]) * offset * np.exp(
+                rng.normal(0, noise / 2))
+            pair[side] = {"forward": fwd, "local": local, "step": step}
+        out.append(pair)
+    return out
+
+
+@pytest.mark.parametrize("stage", ["forward", "backward and update", "gradient aggregation"])
+def test_attribution_names_the_stage_that_grew_and_brackets_its_growth(stage):
+    changes = {c.stage: c for c in explain.attribute(_pairs({stage: 0.006}))}
+    top = explain.culprit(list(changes.values()))
+    assert top is not None and top.stage == stage
+    assert changes[stage].low < 0.006 < changes[stage].high
+    assert changes["whole step"].low > 0  # the step grew by the same 6 ms
+    others = [c for name, c in changes.items() if name not in (stage, "whole step")]
+    assert all(abs(c.change) < 0.002 for c in others), others
+    assert changes[stage].describe().startswith(f"{stage:26s}")
+    assert f"{100 * changes[stage].change / changes[stage].a_step:+6.1f}% of A's step" in changes[stage].describe()
+
+
+def test_no_stage_is_named_when_nothing_grew():
+    changes = explain.attribute(_pairs({}, seed=3))
+    assert explain.culprit(changes) is None
+    assert not any(c.significant for c in changes if c.stage == "whole step")
+
+
+def test_attribution_needs_three_pairs():
+    with pytest.raises(ValueError, match="3 or more round pairs; received 2"):
+        explain.attribute(_pairs({}, n=2))
