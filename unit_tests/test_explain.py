@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hpcnn.perf import explain
+from hpcnn.perf import explain, optrace
 from hpcnn.perf.matrix import Combination
 
 REPLICATED = Combination("tiny_resnet", "replicated", "NHWC", 2, "fp32", 32, 20)
@@ -80,3 +80,43 @@ def test_no_stage_is_named_when_nothing_grew():
 def test_attribution_needs_three_pairs():
     with pytest.raises(ValueError, match="3 or more round pairs; received 2"):
         explain.attribute(_pairs({}, n=2))
+
+
+# -- the ops that changed ------------------------------------------------------------------------------------
+def test_op_events_are_told_from_the_runtime_s_own():
+    assert optrace._op_type("gradient_tape/replica0/MatMul/MatMul:_MklMatMul") == "_MklMatMul"
+    assert optrace._op_type("replica0/bn1:FusedBatchNormV3") == "FusedBatchNormV3"
+    assert optrace._op_type("ThreadpoolListener::Record") == ""
+    assert optrace._op_type("ExecutorState::Process") == ""
+    assert optrace._op_type("MemoryAllocation") == ""
+    assert optrace._op_type("EagerLocalExecute: __inference_step_40") == ""
+
+
+def test_changed_ops_rank_op_types_by_their_change_per_step():
+    a = {"Conv2D": 0.60, "FusedBatchNormV3": 0.04, "Relu": 0.10}  # seconds over 10 steps
+    b = {"Conv2D": 0.60, "FusedBatchNormV3": 0.20, "Relu": 0.08, "Mul": 0.02}
+    rows = optrace.changed_ops(a, 10, b, 10, top=3)
+    assert [r.op_type for r in rows] == ["FusedBatchNormV3", "Mul", "Relu"]
+    bn = rows[0]
+    assert (bn.a_ms, bn.b_ms) == pytest.approx((4.0, 20.0))
+    assert (bn.a_share, bn.b_share) == pytest.approx((0.04 / 0.74, 0.20 / 0.90))
+    assert "FusedBatchNormV3" in bn.describe() and "+16.00 ms" in bn.describe()
+
+
+def test_a_real_trace_sums_time_by_op_type():
+    import tensorflow as tf
+
+    x = tf.random.stateless_normal([256, 256], [1, 2])
+
+    @tf.function
+    def step():
+        y = x
+        for _ in range(8):
+            y = tf.matmul(y, x) / 256.0
+        return tf.reduce_sum(y)
+
+    step()
+    seconds = optrace.trace(lambda n: [step().numpy() for _ in range(n)], 3)
+    top = max(seconds, key=seconds.get)
+    assert "MatMul" in top, seconds  # MatMul, or oneDNN's _MklMatMul
+    assert all(":" not in k and seconds[k] > 0 for k in seconds)

@@ -27,7 +27,7 @@ import dataclasses
 import statistics
 from typing import Dict, List, Optional, Sequence
 
-from hpcnn.perf import paired, sequential
+from hpcnn.perf import optrace, paired, sequential
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved
 
@@ -138,3 +138,18 @@ def measure(a: paired.Side, b: paired.Side, combo: Combination, plan: Dict[str, 
         log(f"pair {r + 1}/{pairs}: " + ", ".join(
             f"{name} {1e3 * record['a'][name]:.1f} -> {1e3 * record['b'][name]:.1f} ms" for name in plan))
     return out
+
+
+def op_changes(a: paired.Side, b: paired.Side, combo: Combination, step_overrides: dict, top: int = 8
+               ) -> List[optrace.OpChange]:
+    """Both sides rebuilt on the combination's own step, traced A B B A for ``steps_per_round`` steps each;
+    the op types whose time per step changed most."""
+    for side in (a, b):
+        side.rebuild(step_overrides)
+        side.run(max(3, combo.steps_per_round // 3))  # past the first steps of the fresh build
+    sums = {a: {}, b: {}}
+    for side in (a, b, b, a):
+        for op_type, seconds in side.profile(combo.steps_per_round).items():
+            sums[side][op_type] = sums[side].get(op_type, 0.0) + seconds
+    steps = 2 * combo.steps_per_round
+    return optrace.changed_ops(sums[a], steps, sums[b], steps, top)

@@ -22,7 +22,7 @@ import select
 import subprocess
 import sys
 import tempfile
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved, throughput
@@ -59,6 +59,12 @@ class Side:
         reply = self._read(timeout_s)
         self.losses = reply["losses"]
         return reply["step_times"]
+
+    def profile(self, steps: int, timeout_s: float = 600) -> Dict[str, float]:
+        """Seconds per op type over ``steps`` steps traced by TensorFlow's profiler (``hpcnn.perf.optrace``)."""
+        self.proc.stdin.write(json.dumps({"cmd": "profile", "steps": steps}) + "\n")
+        self.proc.stdin.flush()
+        return self._read(timeout_s)["op_seconds"]
 
     def rebuild(self, overrides: Optional[dict] = None, timeout_s: float = READY_TIMEOUT_S) -> None:
         """A fresh build of the benchmark in the same process, warmed up (a planted slowdown keeps its size).

@@ -6,7 +6,8 @@ its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout
 one JSON line each: it answers {"ready": ...} after building and warming up,
 each ``run`` request with the round's step times and losses, and each ``rebuild`` request
 (a fresh model, step and input, warmed up, with the request's config ``overrides``
-if any; a planted slowdown keeps its size) with {"ready": true}.
+if any; a planted slowdown keeps its size) with {"ready": true}, and each ``profile``
+request with the seconds per op type of that many steps under TensorFlow's profiler.
 """
 
 import gc
@@ -65,6 +66,11 @@ def main():
         if request.get("cmd") == "run":
             times, losses = bench.run_steps(request["steps"])
             print(json.dumps({"step_times": times, "losses": losses}), flush=True)
+        elif request.get("cmd") == "profile":
+            from optrace import trace  # this script's folder, like slowdown
+
+            seconds = trace(bench.run_steps, request["steps"])
+            print(json.dumps({"op_seconds": seconds}), flush=True)
         elif request.get("cmd") == "rebuild":
             getattr(bench, "close", lambda: None)()  # older revisions have no close()
             bench = None
