@@ -10,12 +10,13 @@ import itertools
 import json
 import math
 import os
+import time
 
 import numpy as np
 import pytest
 from scipy import stats
 
-from hpcnn.perf import gate, paired, quality, sequential, stored
+from hpcnn.perf import gate, paired, quality, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination
 
@@ -160,6 +161,30 @@ def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own
     log.clear()
     run_pair(2)
     assert log[:2] == [("A", "rebuild"), ("B", "rebuild")] and ("A", "rebuild") not in log[2:]
+
+
+def _busy_share_of_one_core(seconds):
+    cpu, wall = time.process_time(), time.perf_counter()
+    time.sleep(seconds)
+    return (time.process_time() - cpu) / (time.perf_counter() - wall)
+
+
+def test_a_worker_answers_only_once_its_input_pipeline_has_filled_its_buffers():
+    import tensorflow as tf
+
+    def costly(i):  # 1.3 GFLOP of real work per element: 10-30 ms on one core
+        m = tf.random.stateless_uniform((320, 320), seed=tf.stack([i, i]))
+        for _ in range(20):
+            m = tf.linalg.matmul(m, m) / 320.0
+        return tf.reduce_sum(m)
+
+    elements = iter(tf.data.Dataset.range(10_000).map(costly).prefetch(40))
+    next(elements)
+    assert _busy_share_of_one_core(0.05) > 0.3  # the premise: the pipeline goes on filling its buffer
+    waited = worker.settle()
+    assert _busy_share_of_one_core(0.2) < 0.1
+    assert 0.1 < waited < 10.0
+    assert worker.settle() < 0.2  # a quiet process answers at once
 
 
 @pytest.mark.parametrize("steps,chunks,sizes", [(30, 10, [3] * 10), (7, 3, [3, 2, 2]), (3, 10, [1, 1, 1]),

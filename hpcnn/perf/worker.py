@@ -4,21 +4,43 @@ Run by ``hpcnn.perf.paired`` as ``python worker.py CONFIG_JSON`` with PYTHONPATH
 pointing at the revision under test, so it imports *that* revision's hpcnn (only
 its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
 one JSON line each: it answers {"ready": ...} after building and warming up,
-each ``run`` request with the round's step times and losses, and each ``rebuild`` request
+each ``run`` request with the round's step times and losses (with real data, after
+``DRAIN_STEPS`` untimed steps), and each ``rebuild`` request
 (a fresh model, step and input, warmed up, with the request's config ``overrides``
 if any; a planted slowdown keeps its size) with {"ready": true}, and each ``profile``
 request with the seconds per op type of that many steps under TensorFlow's profiler.
+Every answer waits until the process is quiet (``settle``), so that the other side is
+timed on an idle machine.
 """
 
 import gc
 import json
 import os
 import sys
+import time
 
 
-# Python put this script's folder first on sys.path, where gate.py, profile.py ... would shadow modules of
-# the standard library or of the revision under test: it goes last (``slowdown`` is still found there).
-sys.path.append(sys.path.pop(0))
+# Steps run untimed before each timed run of a real-data benchmark. A quiet side's pipeline has refilled
+# its buffers (the map's outputs, prefetch, host and device staging), and the first steps only drain them:
+# trivial on 4 JPEG shards, demo 2 of issue 14, steps after a settle (ms): input only 3 3 4 then 36-41;
+# training 25 28 24 24 43 then 47-53. Synthetic batches live on the device: nothing to drain.
+DRAIN_STEPS = 6
+
+
+def settle(window_s: float = 0.05, busy: float = 0.05, limit_s: float = 10.0) -> float:
+    """Returns once this process has used under ``busy`` of one core for ``window_s``, or after ``limit_s``.
+
+    Between requests, an input pipeline keeps decoding until its prefetch buffers are full again; answering
+    before then would time the other side while this one still computes (explain's input-only variant on
+    JPEG shards measured 7-9 ms a step after a quiet side and 34-48 ms after a busy one). Returns the wait.
+    """
+    start = time.perf_counter()
+    while time.perf_counter() - start < limit_s:
+        cpu = time.process_time()
+        time.sleep(window_s)
+        if time.process_time() - cpu < busy * window_s:
+            break
+    return time.perf_counter() - start
 
 
 def main():
@@ -54,32 +76,40 @@ def main():
         built = BenchmarkConfig(**{**spec["config"], **overrides})
         fresh = Benchmark(built, step_hook=planted.hook if planted else None)
         fresh.run_steps(spec["warmup_steps"])
-        return fresh
+        return fresh, DRAIN_STEPS if built.data_dir else 0
 
-    bench = build(spec.get("overrides", {}))
+    bench, drain = build(spec.get("overrides", {}))
     ready = {"ready": True}
     if planted:
         ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], lambda n: bench.run_steps(n)[0])
+    settle()
     print(json.dumps(ready), flush=True)
     for line in sys.stdin:
         request = json.loads(line)
         if request.get("cmd") == "run":
+            if drain:
+                bench.run_steps(drain)
             times, losses = bench.run_steps(request["steps"])
-            print(json.dumps({"step_times": times, "losses": losses}), flush=True)
+            print(json.dumps({"step_times": times, "losses": losses, "settle_s": settle()}), flush=True)
         elif request.get("cmd") == "profile":
             from optrace import trace  # this script's folder, like slowdown
 
             seconds = trace(bench.run_steps, request["steps"])
+            settle()
             print(json.dumps({"op_seconds": seconds}), flush=True)
         elif request.get("cmd") == "rebuild":
             getattr(bench, "close", lambda: None)()  # older revisions have no close()
             bench = None
             gc.collect()
-            bench = build(request.get("overrides", {}))
+            bench, drain = build(request.get("overrides", {}))
+            settle()
             print(json.dumps({"ready": True}), flush=True)
         else:
             break
 
 
 if __name__ == "__main__":
+    # Python put this script's folder first on sys.path, where gate.py, profile.py ... would shadow modules of
+    # the standard library or of the revision under test: it goes last (``slowdown`` is still found there).
+    sys.path.append(sys.path.pop(0))
     main()
