@@ -13,7 +13,7 @@ from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf import gate
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import detect, differences, profile_id
-from hpcnn.perf.report import Row, format_markdown, format_table
+from hpcnn.perf.report import Row, format_markdown, format_table, investigate_commands
 from hpcnn.perf.stored import Noise
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -35,6 +35,10 @@ class PerfSession:
     commit: Optional[str] = None  # the checkout's commit, recorded with each session (read once)
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
+
+    def investigate(self, key: str, matrix: str) -> List[str]:
+        """Bisect and explain commands for a slower ``key``: from its newest baseline's commit to this checkout."""
+        return investigate_commands(key, self.baselines.last_commit(key), baselines_lib.current_commit(), matrix)
 
     @property
     def alpha(self) -> float:
@@ -120,7 +124,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(line)
     report = config.getoption("--perf-report")
     if report and not state.update:
-        text = format_markdown(state.rows, title, lambda key: reproduce_command(config, key))
+        text = format_markdown(state.rows, title, lambda key: reproduce_command(config, key),
+                               lambda key: state.investigate(key, config.getoption("--perf-matrix")))
         jsonfile.write_text_atomically(report, text)
         terminalreporter.write_line(f"merge-request report written to {report}")
 

@@ -57,4 +57,5 @@ def test_throughput(benchmark, combo, perf_session, request):
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
     if v.failed:
-        pytest.fail(f"{combo.key}: throughput regression: {v.describe()}", pytrace=False)
+        pytest.fail("\n  ".join([f"{combo.key}: throughput regression: {v.describe()}",
+                                  *s.investigate(combo.key, request.config.getoption("--perf-matrix"))]), pytrace=False)

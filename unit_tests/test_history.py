@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from hpcnn.perf import gate, history, trend
-from hpcnn.perf.report import format_markdown
+from hpcnn.perf.baselines import Baselines
+from hpcnn.perf.report import format_markdown, investigate_commands
 from hpcnn.perf.stored import judge_sessions
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -155,6 +156,21 @@ def test_merge_request_report_leads_with_the_verdict_and_says_how_to_reproduce_e
     assert f"| `a-combination` | {v.baseline_median:.2f} | {v.current_median:.2f} | {v.ratio:.3f}" in text
     assert "**REGRESSION**" in text and "| `c-combination` | - | - | - | - | no baseline |" in text
     assert lines[-1] == "- `a-combination`: `repro a-combination`"
+    with_next = format_markdown(rows, "profile X", lambda key: f"repro {key}",
+                                lambda key: investigate_commands(key, "abc123", None)).splitlines()
+    assert with_next[-3:] == [
+        "- `a-combination`: `repro a-combination`",
+        "  - which commit: `hpcnn-perf bisect --good=abc123 --bad=HEAD --only=a-combination`",
+        "  - which stage: `hpcnn-perf explain --baseline=abc123 --candidate=HEAD --only=a-combination`"]
     passed = format_markdown(rows[1:], "profile X", lambda key: "")
     assert passed.startswith("## hpcnn perf gate: passed (1 combination(s) judged, none slower)")
     assert "Reproduce" not in passed
+
+
+def test_failures_name_the_commits_to_bisect_and_explain_between():
+    assert investigate_commands("k", None, "f00d", matrix="full") == [
+        "which commit: hpcnn-perf bisect --good=GOOD_REV --bad=f00d --only=k --perf-matrix=full",
+        "which stage: hpcnn-perf explain --baseline=GOOD_REV --candidate=f00d --only=k --perf-matrix=full"]
+    sessions = [{"samples": [1.0], "commit": "old"}, {"samples": [1.0], "commit": "new"}, {"samples": [1.0]}]
+    recorded = Baselines("p", {"k": {"sessions": sessions}})
+    assert recorded.last_commit("k") == "new" and recorded.last_commit("other") is None

@@ -48,6 +48,9 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     ratio = float(row.split()[3])
     assert ratio < 0.6  # about 1/3: the planted work is real
     assert "one session cannot tell session drift from a regression" in slowed.stdout
+    recorded_at = saved["sessions"][-1]["commit"] or "GOOD_REV"  # the failure points from there to this checkout
+    assert f"which stage: hpcnn-perf explain --baseline={recorded_at} --candidate=" in slowed.stdout
+    assert f"which commit: hpcnn-perf bisect --good={recorded_at} --bad=" in slowed.stdout
 
 
 @pytest.mark.slow
@@ -57,6 +60,7 @@ def test_paired_mode_catches_a_planted_slowdown():
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{COMBO}: baseline" in p.stdout and "REGRESSION" in p.stdout
+    assert f"which stage: hpcnn-perf explain --baseline=. --candidate=. --only={COMBO}" in p.stdout
 
 
 def test_perf_cli_usage_errors_exit_2():

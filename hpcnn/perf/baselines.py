@@ -55,6 +55,11 @@ class Baselines:
         """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
         return [s["samples"] for s in self.combinations.get(key, {}).get("sessions", [])]
 
+    def last_commit(self, key: str) -> Optional[str]:
+        """The commit of the newest session of ``key`` that recorded one, or None."""
+        commits = [s.get("commit") for s in self.combinations.get(key, {}).get("sessions", [])]
+        return next((c for c in reversed(commits) if c), None)
+
     def prior(self) -> Optional[stored.Noise]:
         """The between-session spread pooled over every combination of the file."""
         return stored.pooled_noise(self.sessions(k) for k in self.combinations)

@@ -147,7 +147,7 @@ def cmd_profile(args):
 def cmd_compare(args):
     """Each combination: A and B interleaved in round pairs until the sequential gate is sure."""
     from hpcnn.perf import paired, sequential
-    from hpcnn.perf.report import format_table
+    from hpcnn.perf.report import format_table, investigate_commands
 
     device = _device(args)
     combos = _combos(args, device)
@@ -169,6 +169,8 @@ def cmd_compare(args):
             failed |= v.failed
             rows.append((combo.key, v, ""))
             print(f"{combo.key}: {v.describe()}", flush=True)
+            if v.failed:
+                print("  " + investigate_commands(combo.key, args.baseline, args.candidate, args.perf_matrix)[1])
     title = (f"paired: A={args.baseline} B={args.candidate}; {len(combos)} combination(s), each at alpha "
              f"{each:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
     print("\n".join(format_table(rows, title)))
