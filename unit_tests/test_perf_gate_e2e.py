@@ -115,3 +115,23 @@ def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survi
     finally:
         plain.close()
         planted.close()
+
+
+@pytest.mark.slow
+def test_a_rebuild_keeps_the_overrides_the_side_was_opened_with_unless_told_otherwise():
+    from hpcnn.perf import paired
+    from hpcnn.perf.matrix import build_matrix
+
+    combo = next(c for c in build_matrix("smoke") if c.key == COMBO)
+    side = paired.Side(REPO, combo, "cpu", warmup_steps=2, overrides={"forward_only": True})
+    try:
+        side.run(3)
+        assert len(set(side.losses)) == 1  # forward only on the same synthetic batch: the same loss
+        side.rebuild({})  # a variant: the combination's own training step
+        side.run(3)
+        assert len(set(side.losses)) == 3  # training: the loss moves step by step
+        side.rebuild()  # the side's own overrides again
+        side.run(3)
+        assert len(set(side.losses)) == 1
+    finally:
+        side.close()

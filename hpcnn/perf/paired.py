@@ -51,6 +51,7 @@ class Side:
         ready = self._read(READY_TIMEOUT_S)  # built and warmed up
         self.planted_fraction = ready.get("planted_fraction", 0.0)  # measured, where a slowdown was planted
         self.losses: List[float] = []
+        self.overrides = overrides or {}
 
     def run(self, steps: int, timeout_s: float = 600) -> List[float]:
         """Step times of one round of ``steps`` steps (their losses are left in ``self.losses``)."""
@@ -69,9 +70,11 @@ class Side:
     def rebuild(self, overrides: Optional[dict] = None, timeout_s: float = READY_TIMEOUT_S) -> None:
         """A fresh build of the benchmark in the same process, warmed up (a planted slowdown keeps its size).
 
-        ``overrides``: config fields that differ from the side's own combination in this build (a variant).
+        ``overrides``: config fields that differ from the side's own combination in this build (a variant);
+        None keeps the side's own (``data_dir`` for a real-data bisect).
         """
-        self.proc.stdin.write(json.dumps({"cmd": "rebuild", "overrides": overrides or {}}) + "\n")
+        overrides = self.overrides if overrides is None else overrides
+        self.proc.stdin.write(json.dumps({"cmd": "rebuild", "overrides": overrides}) + "\n")
         self.proc.stdin.flush()
         self._read(timeout_s)
 
