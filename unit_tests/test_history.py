@@ -97,6 +97,20 @@ def test_a_step_in_recorded_sessions_is_found_and_their_own_drift_is_not_a_step(
     assert change.index == 8 and change.ci_low < 0.75 < change.ci_high
 
 
+# lenet-parameter_server on 15 real commits (9 of main, then the planted 10% slowdown at index 9, two more,
+# its removal at index 12, two more): each commit's median of 3 sessions, recorded round-robin in one hour
+LENET_HISTORY = [1572, 1577, 1586, 1441, 1552, 1542, 1571, 1561, 1567, 1399, 1404, 1445, 1620, 1597, 1528]
+
+
+def test_a_real_history_shows_its_planted_step_and_removal_at_alpha_0_05_and_no_other_step():
+    changes = history.find_changes(_points(LENET_HISTORY), alpha=0.05)
+    assert [c.index for c in changes] == [9, 12]  # not the lone low commit at index 3
+    slower, faster = changes
+    assert slower.ci_high < 1 < faster.ci_low and 0.85 < slower.ratio < 0.95
+    strict = history.find_changes(_points(LENET_HISTORY), alpha=0.01)
+    assert [c.index for c in strict] in ([], [9, 12])  # a stricter test finds fewer steps, never others
+
+
 def test_history_commands_add_list_changes_newest_first_and_refuse_a_bad_file_in_one_line(tmp_path):
     rounds = _recorded_rounds()
     key = "trivial-independent-NHWC-2dev-fp32-b32"  # the quietest recorded combination: 3.6% between sessions
@@ -115,6 +129,9 @@ def test_history_commands_add_list_changes_newest_first_and_refuse_a_bad_file_in
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
     assert refused.stderr.strip().splitlines() == [f"hpcnn-perf: error: {tmp_path / 'bad.json'}: not JSON "
                                                    "(Expecting property name enclosed in double quotes at line 1)"]
+    wrong = subprocess.run(cmd + ["changes", f"--db={db}", "--alpha=0.5"], capture_output=True, text=True, timeout=120)
+    assert wrong.returncode == 2 and wrong.stderr.strip().splitlines() == [
+        "hpcnn-perf: error: --alpha=0.5 is out of range; allowed: 0 < alpha <= 0.2"]
     listed = subprocess.run(cmd + ["changes", f"--db={db}"], capture_output=True, text=True, timeout=120)
     lines = listed.stdout.strip().splitlines()
     assert listed.returncode == 0 and len(lines) == 2, listed.stdout

@@ -23,6 +23,14 @@ def add_commands(sub) -> None:
     for p in (changes, report):
         p.add_argument("--profile", default="", help="only this profile id")
         p.add_argument("--only", default="", help="only combinations whose key contains this")
+        p.add_argument("--alpha", type=float, default=0.01,
+                       help="chance that a series with no step shows one (default 0.01; 0 < alpha <= 0.2)")
+
+
+def _alpha(args) -> float:
+    if not 0 < args.alpha <= 0.2:
+        usage_error("hpcnn-perf", f"--alpha={args.alpha:g} is out of range; allowed: 0 < alpha <= 0.2")
+    return args.alpha
 
 
 def cmd_history(args) -> int:
@@ -39,11 +47,12 @@ def cmd_history(args) -> int:
                           f"{run.profile_id}, commit {run.commit[:12]}, {len(run.rounds)} combination(s)"
                           f"{', a baseline refresh' if run.refresh else ''})")
             return 0
+        alpha = _alpha(args)
         with history.History(args.db) as h:
             found, series = [], 0
             for pid, key, points in h.selected(args.profile, args.only):
                 series += 1
-                found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points)]
+                found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points, alpha)]
     except history.HistoryError as e:
         usage_error("hpcnn-perf", str(e))
     for _, pid, key, change in sorted(found, key=lambda f: f[0], reverse=True):
@@ -57,10 +66,11 @@ def cmd_report(args) -> int:
     """``report``: writes the HTML page and its plots."""
     from hpcnn.perf import history, trend
 
+    alpha = _alpha(args)
     started = time.perf_counter()
     try:
         with history.History(args.db) as h:
-            path = trend.write_report(h, args.out, args.profile, args.only)
+            path = trend.write_report(h, args.out, args.profile, args.only, alpha)
     except history.HistoryError as e:
         usage_error("hpcnn-perf", str(e))
     print(f"report written to {path} in {time.perf_counter() - started:.1f} s")

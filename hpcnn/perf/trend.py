@@ -42,13 +42,14 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
     plt.close(fig)
 
 
-def write_report(history: History, out_dir: str, profile: str = "", only: str = "") -> str:
-    """Writes ``index.html`` and one PNG per combination into ``out_dir``; returns the page's path."""
+def write_report(history: History, out_dir: str, profile: str = "", only: str = "", alpha: float = 0.01) -> str:
+    """Writes ``index.html`` and one PNG per combination into ``out_dir``, steps found at ``alpha`` marked;
+    returns the page's path."""
     os.makedirs(out_dir, exist_ok=True)
     rows: List[str] = []
     sections: List[str] = []
     for pid, key, points in history.selected(profile, only):
-        changes = find_changes(points)
+        changes = find_changes(points, alpha)
         image = f"{pid}--{key}.png"
         plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
         latest = changes[-1].describe() if changes else "none"
