@@ -32,13 +32,13 @@ class PerfSession:
     available_devices: int
     judged: int = 0  # combinations this session judges against baselines: the family of the alpha split
     prior: Optional[Noise] = None  # between-session spread pooled over the file's combinations
-    commit: Optional[str] = None  # the checkout's commit, recorded with each session (read once)
+    commit: Optional[str] = None  # the checkout's commit (read once): recorded with a session, named on failures
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
 
-    def investigate(self, key: str, matrix: str) -> List[str]:
+    def investigate(self, key: str, matrix: str) -> Dict[str, str]:
         """Bisect and explain commands for a slower ``key``: from its newest baseline's commit to this checkout."""
-        return investigate_commands(key, self.baselines.last_commit(key), baselines_lib.current_commit(), matrix)
+        return investigate_commands(key, self.baselines.last_commit(key), self.commit, matrix)
 
     @property
     def alpha(self) -> float:
@@ -86,7 +86,7 @@ def pytest_sessionstart(session):
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
     update = config.getoption("--update-baselines")
     config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
-                                     prior=loaded.prior(), commit=baselines_lib.current_commit() if update else None)
+                                     prior=loaded.prior(), commit=baselines_lib.current_commit())
 
 
 def pytest_collection_finish(session):

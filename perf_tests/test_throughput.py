@@ -57,5 +57,6 @@ def test_throughput(benchmark, combo, perf_session, request):
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
     if v.failed:
+        next_steps = s.investigate(combo.key, request.config.getoption("--perf-matrix"))
         pytest.fail("\n  ".join([f"{combo.key}: throughput regression: {v.describe()}",
-                                  *s.investigate(combo.key, request.config.getoption("--perf-matrix"))]), pytrace=False)
+                                  *(f"{what}: {command}" for what, command in next_steps.items())]), pytrace=False)

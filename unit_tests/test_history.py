@@ -185,9 +185,9 @@ def test_merge_request_report_leads_with_the_verdict_and_says_how_to_reproduce_e
 
 
 def test_failures_name_the_commits_to_bisect_and_explain_between():
-    assert investigate_commands("k", None, "f00d", matrix="full") == [
-        "which commit: hpcnn-perf bisect --good=GOOD_REV --bad=f00d --only=k --perf-matrix=full",
-        "which stage: hpcnn-perf explain --baseline=GOOD_REV --candidate=f00d --only=k --perf-matrix=full"]
+    assert investigate_commands("k", None, "f00d", matrix="full") == {
+        "which commit": "hpcnn-perf bisect --good=GOOD_REV --bad=f00d --only=k --perf-matrix=full",
+        "which stage": "hpcnn-perf explain --baseline=GOOD_REV --candidate=f00d --only=k --perf-matrix=full"}
     sessions = [{"samples": [1.0], "commit": "old"}, {"samples": [1.0], "commit": "new"}, {"samples": [1.0]}]
     recorded = Baselines("p", {"k": {"sessions": sessions}})
     assert recorded.last_commit("k") == "new" and recorded.last_commit("other") is None

@@ -170,7 +170,8 @@ def cmd_compare(args):
             rows.append((combo.key, v, ""))
             print(f"{combo.key}: {v.describe()}", flush=True)
             if v.failed:
-                print("  " + investigate_commands(combo.key, args.baseline, args.candidate, args.perf_matrix)[1])
+                commands = investigate_commands(combo.key, args.baseline, args.candidate, args.perf_matrix)
+                print(f"  which stage: {commands['which stage']}")
     title = (f"paired: A={args.baseline} B={args.candidate}; {len(combos)} combination(s), each at alpha "
              f"{each:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
     print("\n".join(format_table(rows, title)))

@@ -40,9 +40,10 @@ class Side:
 
     def __init__(self, source_dir: str, combo: Combination, device: str, warmup_steps: int,
                  plant_slowdown: float = 0.0, overrides: Optional[dict] = None):
-        combo.config(device, **(overrides or {}))  # a variant this hpcnn refuses fails here, not in the worker
+        self.overrides = overrides or {}  # the side's own, kept by a rebuild() that names none
+        combo.config(device, **self.overrides)  # a variant this hpcnn refuses fails here, not in the worker
         spec = {"config": {k: v for k, v in combo.config(device).to_dict().items() if k in _FIELDS},
-                "overrides": overrides or {},
+                "overrides": self.overrides,
                 "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown, "source": os.path.abspath(source_dir)}
         env = dict(os.environ, PYTHONPATH=os.path.abspath(source_dir), TF_CPP_MIN_LOG_LEVEL="2")
         self.stderr = tempfile.TemporaryFile(mode="w+")
@@ -51,7 +52,6 @@ class Side:
         ready = self._read(READY_TIMEOUT_S)  # built and warmed up
         self.planted_fraction = ready.get("planted_fraction", 0.0)  # measured, where a slowdown was planted
         self.losses: List[float] = []
-        self.overrides = overrides or {}
 
     def run(self, steps: int, timeout_s: float = 600) -> List[float]:
         """Step times of one round of ``steps`` steps (their losses are left in ``self.losses``)."""

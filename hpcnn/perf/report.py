@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from hpcnn.perf.gate import Verdict
 
@@ -37,24 +37,26 @@ def format_table(rows: List[Row], title: str) -> List[str]:
     return lines
 
 
-def investigate_commands(key: str, good: Optional[str], bad: Optional[str], matrix: str = "smoke") -> List[str]:
-    """The two commands that say which commit (bisect) and which stage (explain) made ``key`` slower.
+def investigate_commands(key: str, good: Optional[str], bad: Optional[str], matrix: str = "smoke"
+                         ) -> Dict[str, str]:
+    """The two commands that say which commit (bisect) and which stage (explain) made ``key`` slower,
+    under the questions they answer ("which commit", "which stage").
 
     ``good`` is a revision measured at the old speed (a baseline session's commit), ``bad`` the slower one;
     an unknown revision is left as a placeholder to fill in.
     """
     good, bad = good or "GOOD_REV", bad or "HEAD"
     only = f"--only={key}" + ("" if matrix == "smoke" else f" --perf-matrix={matrix}")
-    return [f"which commit: hpcnn-perf bisect --good={good} --bad={bad} {only}",
-            f"which stage: hpcnn-perf explain --baseline={good} --candidate={bad} {only}"]
+    return {"which commit": f"hpcnn-perf bisect --good={good} --bad={bad} {only}",
+            "which stage": f"hpcnn-perf explain --baseline={good} --candidate={bad} {only}"}
 
 
 def format_markdown(rows: List[Row], title: str, reproduce: Callable[[str], str],
-                    investigate: Optional[Callable[[str], List[str]]] = None) -> str:
+                    investigate: Optional[Callable[[str], Dict[str, str]]] = None) -> str:
     """A merge-request comment: the verdict first, a row per combination, then how to reproduce each failure.
 
     ``reproduce(key)`` is the one-line command that re-runs combination ``key`` locally; ``investigate(key)``,
-    if given, the lines of ``investigate_commands`` listed under it.
+    if given, the commands of ``investigate_commands`` listed under it.
     """
     failed = [key for key, v, _ in rows if v is not None and v.failed]
     judged = sum(v is not None for _, v, _ in rows)
@@ -78,7 +80,6 @@ def format_markdown(rows: List[Row], title: str, reproduce: Callable[[str], str]
         lines += ["", "### Reproduce locally", ""]
         for key in failed:
             lines.append(f"- `{key}`: `{reproduce(key)}`")
-            for line in investigate(key) if investigate else []:
-                what, command = line.split(": ", 1)
+            for what, command in (investigate(key) if investigate else {}).items():
                 lines.append(f"  - {what}: `{command}`")
     return "\n".join(lines) + "\n"
