@@ -286,3 +286,31 @@ def test_planted_work_is_searched_by_secant_steps_within_bounds(tried, target, e
     from hpcnn.perf.slowdown import next_units
 
     assert next_units(tried, target) == expected
+
+
+# -- gate-quality records that span sessions -------------------------------------------------------------------
+TWO_SESSIONS = _load("quality_two_sessions.json")  # gate-quality --only=trivial-independent --slowdowns=0.10
+# --min-rounds=4 --max-rounds=8 --runs=1, then the same with --resume: one run from each of two sessions
+
+
+def test_a_resumed_quality_record_counts_the_runs_of_every_session():
+    s = quality.summarize_paired(TWO_SESSIONS)
+    key = "trivial-independent-NHWC-2dev-fp32-b32"
+    assert (s["runs"], s["sessions"]) == (2, 2)
+    assert [x["session"] for x in TWO_SESSIONS["combinations"][key]["0.1"]] == [0, 1]
+    assert s["flagged"] == {"0.0": 0, "0.1": 2}
+    planted = [x["planted"] for x in TWO_SESSIONS["combinations"][key]["0.1"]]
+    assert s["per_combination"][key]["0.1"]["planted_measured"] == pytest.approx(sum(planted) / 2)
+
+
+def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile():
+    combo = [Combination("trivial", "independent", "NHWC", 2, "fp32", 32, 20)]
+    same = dict(combos=combo, slowdowns=[0.10], schedule=sequential.Schedule(4, 4, 8), threshold=0.02,
+                alpha=gate.DEFAULT_ALPHA)
+    quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    with pytest.raises(ValueError, match="profile_id is 'cpu-amd-epyc-avx2-onednn-2c-tf2.21'"):
+        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx512-amx-onednn-2c-tf2.21", **same)
+    with pytest.raises(ValueError, match="levels"):
+        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **{**same, "slowdowns": [0.05]})
+    with pytest.raises(ValueError, match="not a record"):
+        quality.check_resumable([1], "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)

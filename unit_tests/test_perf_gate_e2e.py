@@ -78,6 +78,18 @@ def test_perf_cli_usage_errors_exit_2():
         "allowed: 8 or more" in p.stderr, p.stderr
 
 
+def test_gate_quality_resumes_only_a_record_of_the_same_measurement(tmp_path):
+    record = tmp_path / "q.json"
+    record.write_text('{"sessions": [], "profile_id": "gpu-h100-x1", "combinations": {}}')
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--resume", f"--json={record}",
+                        f"--only={COMBO}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "cannot resume: the record's profile_id is 'gpu-h100-x1'" in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--resume",
+                        f"--json={tmp_path / 'none.json'}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "--resume: cannot read" in p.stderr and "Traceback" not in p.stderr
+
+
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
     from hpcnn.perf import baselines
     from hpcnn.perf.profile import detect, profile_id

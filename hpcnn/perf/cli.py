@@ -5,7 +5,7 @@
                        [--min-rounds=8] [--max-rounds=20] [--threshold=0.02]
     hpcnn-perf bisect --good=REV [--bad=HEAD] --only=COMBINATION [--max-rounds=20] [--threshold=0.02]
     hpcnn-perf explain --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] --only=COMBINATION [--pairs=8] [--data_dir=DIR]
-    hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH]
+    hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH [--resume]]
     hpcnn-perf gate-quality --mode=stored --baselines-dir=DIR [--runs=20] [--slowdowns=0.10,0.25]
     hpcnn-perf gate-quality --mode=simulate --baselines-file=FILE [--paired-json=PATH] [--combinations=400]
     hpcnn-perf history add RUN.json [...] [--db=perf-history.sqlite]
@@ -83,6 +83,8 @@ def _parser():
     q.add_argument("--runs", type=int, default=20)
     q.add_argument("--slowdowns", default=None, help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored)")
     q.add_argument("--json", help="write every figure here")
+    q.add_argument("--resume", action="store_true",
+                   help="paired: add the runs to the --json record of earlier sessions on this profile")
     q.add_argument("--baselines-dir", help="stored: where the recorded baselines live")
     q.add_argument("--hardware-profile", help="stored: the profile id of the baselines (default: detected)")
     q.add_argument("--pause-seconds", type=float, default=0.0, help="stored: wait between rounds of sessions")
@@ -288,18 +290,24 @@ def cmd_gate_quality(args):
 
     slowdowns = [float(x) for x in (args.slowdowns or ("0.10,0.25" if args.mode == "stored" else "0.05,0.10"))
                  .split(",") if x]
+    if args.resume and args.mode != "paired":
+        _usage(f"--resume extends a --mode=paired record; --mode={args.mode} has none")
     if args.mode == "paired":
         device = _device(args)
         combos = _combos(args, device)
         save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
-        record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns,
-                                        _schedule(args, len(combos)), args.threshold, gate.DEFAULT_ALPHA,
-                                        save=save)
+        schedule = _schedule(args, len(combos))
+        from hpcnn.perf.profile import detect, profile_id
+
+        pid = profile_id(detect())
+        earlier = _resumable(args, quality, pid, combos, slowdowns, schedule) if args.resume else None
+        record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
+                                        gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier)
         summary = record["summary"]
         for s, flagged in summary["flagged"].items():
             what = "runs with a false failure" if float(s) == 0 else "runs caught"
-            print(f"planted {float(s):4.0%}: {flagged}/{args.runs} {what}; median run "
-                  f"{summary['median_run_seconds'][s]:.0f} s")
+            print(f"planted {float(s):4.0%}: {flagged}/{summary['runs']} {what} ({summary['sessions']} "
+                  f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s")
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")
@@ -316,6 +324,21 @@ def cmd_gate_quality(args):
     if args.json:
         jsonfile.write_atomically(args.json, record)
     return 0
+
+
+def _resumable(args, quality, pid, combos, slowdowns, schedule) -> dict:
+    """The --json record that --resume extends, checked to be the same measurement on this profile."""
+    if not args.json:
+        _usage("--resume needs --json=PATH, the record of the earlier sessions")
+    try:
+        with open(args.json) as f:
+            earlier = json.load(f)
+        quality.check_resumable(earlier, pid, combos, slowdowns, schedule, args.threshold, gate.DEFAULT_ALPHA)
+    except OSError as e:
+        _usage(f"--resume: cannot read {args.json} ({e.strerror})")
+    except (ValueError, AttributeError, TypeError) as e:
+        _usage(f"--resume: {args.json}: {e}")
+    return earlier
 
 
 def _simulate(args, quality):

@@ -32,18 +32,27 @@ from hpcnn.stats import interleaved
 
 def paired_quality(here: str, combos: List[Combination], device: str, runs: int, slowdowns: Sequence[float],
                    schedule: sequential.Schedule, threshold: float, alpha: float, log=print,
-                   save: Optional[Callable[[dict], None]] = None) -> dict:
+                   save: Optional[Callable[[dict], None]] = None, profile_id: str = "",
+                   resume: Optional[dict] = None) -> dict:
     """``runs`` runs of the matrix, each a sequential comparison of unchanged code against itself and each slowdown.
 
     Every combination's workers (A, an unchanged B and one B per slowdown) start
     once and live through all runs, so a run costs what a merge request's
     comparisons would once started. ``save`` gets the record after every run,
     so an interrupted measurement keeps the runs it finished.
+
+    ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
+    extend; a run of the smoke matrix at three levels costs about 25 minutes on a 2-core CPU, so twenty
+    runs take more than one sitting. Each session's measured plant sizes are kept with its runs.
     """
     levels = [0.0] + [s for s in slowdowns if s > 0]
     each = gate.combination_alpha(alpha, len(combos))
-    record: Dict[str, dict] = {"alpha": alpha, "combination_alpha": each, "threshold": threshold,
-                               "schedule": vars(schedule), "combinations": {}}
+    record: Dict[str, dict] = resume or {
+        "profile_id": profile_id, "alpha": alpha, "combination_alpha": each, "threshold": threshold,
+        "schedule": vars(schedule), "levels": levels, "sessions": [],
+        "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
+    session = len(record["sessions"])
+    record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {}, "planted": {}})
     workers: Dict[str, tuple] = {}
     try:
         for combo in combos:
@@ -51,9 +60,8 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
             warm = paired.warmup_steps_for(combo)
             workers[combo.key] = a, sides = (paired.Side(here, combo, device, warm),
                                              {s: paired.Side(here, combo, device, warm, s) for s in levels})
-            record["combinations"][combo.key] = {
-                "startup_s": time.perf_counter() - started, **{str(s): [] for s in levels},
-                "planted": {str(s): sides[s].planted_fraction for s in levels}}
+            record["sessions"][session]["startup_s"][combo.key] = time.perf_counter() - started
+            record["sessions"][session]["planted"][combo.key] = {str(s): sides[s].planted_fraction for s in levels}
         for run in range(runs):
             for combo in combos:
                 a, sides = workers[combo.key]
@@ -63,11 +71,13 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
                     v, ra, rb = sequential.run_sequential(paired.pair_runner(a, sides[s], combo), schedule,
                                                           threshold, each)
                     per[str(s)].append({"a": ra, "b": rb, "ratio": v.ratio, "verdict": v.verdict,
-                                        "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0})
+                                        "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0,
+                                        "session": session, "planted": sides[s].planted_fraction})
                 log(f"run {run + 1} {combo.key}: " + ", ".join(
                     f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
                     f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
-            record["summary"] = summarize_paired(record, run + 1, levels)
+            record["sessions"][session]["runs"] = run + 1
+            record["summary"] = summarize_paired(record)
             if save:
                 save(record)
     finally:
@@ -77,10 +87,31 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     return record
 
 
-def summarize_paired(record: dict, runs: int, levels: Sequence[float]) -> dict:
+def check_resumable(record: dict, profile_id: str, combos: List[Combination], slowdowns: Sequence[float],
+                    schedule: sequential.Schedule, threshold: float, alpha: float) -> None:
+    """Raises ValueError naming the first thing in which ``record`` is not the measurement asked for now:
+    another hardware profile (figures of two machines do not pool), other combinations, levels, schedule,
+    threshold or alpha."""
+    if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
+        raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
+    levels = [0.0] + [s for s in slowdowns if s > 0]
+    asked = {"profile_id": profile_id, "combinations": sorted(c.key for c in combos), "levels": levels,
+             "schedule": vars(schedule), "threshold": threshold, "alpha": alpha}
+    for field, want in asked.items():
+        have = record.get(field)
+        if field == "combinations":
+            have = sorted(have or {})
+        if have != want:
+            raise ValueError(f"cannot resume: the record's {field} is {have!r}, this run's {want!r}")
+
+
+def summarize_paired(record: dict) -> dict:
     """Runs flagged per slowdown (any combination failed), per-combination counts, wall time per run."""
     combos = record["combinations"]
-    out = {"runs": runs, "flagged": {}, "per_combination": {}, "median_run_seconds": {}}
+    levels = record["levels"]
+    runs = min(len(c[str(s)]) for c in combos.values() for s in levels)
+    out = {"runs": runs, "sessions": len(record["sessions"]), "flagged": {}, "per_combination": {},
+           "median_run_seconds": {}}
     for s in levels:
         key = str(s)
         flagged = [any(c[key][r]["verdict"] == gate.REGRESSION for c in combos.values()) for r in range(runs)]
@@ -89,12 +120,12 @@ def summarize_paired(record: dict, runs: int, levels: Sequence[float]) -> dict:
             sum(c[key][r]["seconds"] for c in combos.values()) for r in range(runs))
     for name, c in combos.items():
         out["per_combination"][name] = {
-            str(s): {"failed": sum(x["verdict"] == gate.REGRESSION for x in c[str(s)]),
-                     "median_pairs": statistics.median(x["pairs"] for x in c[str(s)]),
-                     "median_mds": statistics.median(x["mds"] for x in c[str(s)]),
-                     "median_ratio": statistics.median(x["ratio"] for x in c[str(s)]),
-                     "planted_measured": c["planted"][str(s)]} for s in levels}
-    out["startup_seconds"] = sum(c["startup_s"] for c in combos.values())
+            str(s): {"failed": sum(x["verdict"] == gate.REGRESSION for x in c[str(s)][:runs]),
+                     "median_pairs": statistics.median(x["pairs"] for x in c[str(s)][:runs]),
+                     "median_mds": statistics.median(x["mds"] for x in c[str(s)][:runs]),
+                     "median_ratio": statistics.median(x["ratio"] for x in c[str(s)][:runs]),
+                     "planted_measured": statistics.median(x["planted"] for x in c[str(s)][:runs])} for s in levels}
+    out["startup_seconds"] = statistics.median(sum(x["startup_s"].values()) for x in record["sessions"])
     return out
 
 
