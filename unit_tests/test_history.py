@@ -147,9 +147,12 @@ def test_report_draws_one_plot_per_combination_and_names_each_step(tmp_path):
             h.add(history.parse_run(_run_file(tmp_path / f"{i}.json", f"{i:x}" * 40, i + 1,
                                               {k: [x * scale for x in r[i % 8]] for k, r in rounds.items()},
                                               verdict=None if i == 0 else "UNCHANGED")))
-        page = trend.write_report(h, str(tmp_path / "report"))
+        page = trend.write_report(h, str(tmp_path / "report"), jobs=2)
+        one_process = trend.write_report(h, str(tmp_path / "serial"), jobs=1)
     with open(page) as f:
         text = f.read()
+    with open(one_process) as f:
+        assert f.read() == text  # the pool's page lists the combinations in the history's order, as one process
     pngs = [f for f in os.listdir(tmp_path / "report") if f.endswith(".png")]
     assert len(pngs) == len(rounds)
     assert all(os.path.getsize(tmp_path / "report" / f) > 10_000 for f in pngs)

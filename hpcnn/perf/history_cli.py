@@ -18,6 +18,7 @@ def add_commands(sub) -> None:
     changes = verbs.add_parser("changes", help="the commits where a combination's throughput stepped, newest first")
     report = sub.add_parser("report", help="an HTML page of every combination's history, steps marked")
     report.add_argument("--out", required=True, help="directory for index.html and the plots")
+    report.add_argument("--jobs", type=int, default=None, help="processes drawing the plots (default: one per core)")
     for p in (add, changes, report):
         p.add_argument("--db", default=DEFAULT_DB, help=f"the history database (default: ./{DEFAULT_DB})")
     for p in (changes, report):
@@ -67,10 +68,12 @@ def cmd_report(args) -> int:
     from hpcnn.perf import history, trend
 
     alpha = _alpha(args)
+    if args.jobs is not None and args.jobs < 1:
+        usage_error("hpcnn-perf", f"--jobs={args.jobs} is out of range; allowed: 1 or more")
     started = time.perf_counter()
     try:
         with history.History(args.db) as h:
-            path = trend.write_report(h, args.out, args.profile, args.only, alpha)
+            path = trend.write_report(h, args.out, args.profile, args.only, alpha, args.jobs)
     except history.HistoryError as e:
         usage_error("hpcnn-perf", str(e))
     print(f"report written to {path} in {time.perf_counter() - started:.1f} s")

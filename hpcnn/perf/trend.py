@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import html
 import os
-from typing import List, Sequence
+from typing import Optional, Sequence, Tuple
 
 from hpcnn import jsonfile
 from hpcnn.perf.history import Change, History, Point, find_changes
@@ -42,29 +42,49 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
     plt.close(fig)
 
 
-def write_report(history: History, out_dir: str, profile: str = "", only: str = "", alpha: float = 0.01) -> str:
+def write_report(history: History, out_dir: str, profile: str = "", only: str = "", alpha: float = 0.01,
+                 jobs: Optional[int] = None) -> str:
     """Writes ``index.html`` and one PNG per combination into ``out_dir``, steps found at ``alpha`` marked;
-    returns the page's path."""
+    returns the page's path.
+
+    Each combination's change search and plot are independent and CPU-bound (a 500-commit series: about a
+    second each), so ``jobs`` processes (default: one per core) share them; the page lists them in the
+    history's order whatever order they finish in.
+    """
     os.makedirs(out_dir, exist_ok=True)
-    rows: List[str] = []
-    sections: List[str] = []
-    for pid, key, points in history.selected(profile, only):
-        changes = find_changes(points, alpha)
-        image = f"{pid}--{key}.png"
-        plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
-        latest = changes[-1].describe() if changes else "none"
-        rows.append(f"<tr><td>{html.escape(pid)}</td><td><a href='#{html.escape(image)}'>{html.escape(key)}</a>"
-                    f"</td><td>{len(points)}</td><td>{points[-1].median:.2f}</td><td>{len(changes)}</td>"
-                    f"<td>{html.escape(latest)}</td></tr>")
-        steps = "".join(f"<li>{html.escape(c.describe())}</li>" for c in reversed(changes)) or "<li>none</li>"
-        sections.append(f"<h2 id='{html.escape(image)}'>{html.escape(key)}</h2><p>{html.escape(pid)}</p>"
-                        f"<img src='{html.escape(image)}' alt='{html.escape(key)}'><ul>{steps}</ul>")
+    work = [(pid, key, points, out_dir, alpha) for pid, key, points in history.selected(profile, only)]
+    jobs = min(jobs or os.cpu_count() or 1, len(work))
+    if jobs > 1:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+
+        # spawn: a fresh interpreter per worker, never a fork of a process that may hold TensorFlow's threads
+        with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            parts = list(pool.map(_combination, work, chunksize=max(1, len(work) // (4 * jobs))))
+    else:
+        parts = [_combination(w) for w in work]
     page = ("<!doctype html><html><head><meta charset='utf-8'><title>hpcnn throughput history</title><style>"
             "body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid #ccc;"
             "padding:4px 8px;font-size:13px}img{max-width:100%}</style></head><body>"
             "<h1>hpcnn throughput history</h1><table><tr><th>profile</th><th>combination</th><th>commits</th>"
-            "<th>latest images/sec</th><th>steps</th><th>newest step</th></tr>" + "".join(rows) + "</table>"
-            + "".join(sections) + "</body></html>\n")
+            "<th>latest images/sec</th><th>steps</th><th>newest step</th></tr>" + "".join(r for r, _ in parts)
+            + "</table>" + "".join(section for _, section in parts) + "</body></html>\n")
     path = os.path.join(out_dir, "index.html")
     jsonfile.write_text_atomically(path, page)
     return path
+
+
+def _combination(item) -> Tuple[str, str]:
+    """One combination's steps and plot: (its overview table row, its section of the page)."""
+    pid, key, points, out_dir, alpha = item
+    changes = find_changes(points, alpha)
+    image = f"{pid}--{key}.png"
+    plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
+    latest = changes[-1].describe() if changes else "none"
+    row = (f"<tr><td>{html.escape(pid)}</td><td><a href='#{html.escape(image)}'>{html.escape(key)}</a>"
+           f"</td><td>{len(points)}</td><td>{points[-1].median:.2f}</td><td>{len(changes)}</td>"
+           f"<td>{html.escape(latest)}</td></tr>")
+    steps = "".join(f"<li>{html.escape(c.describe())}</li>" for c in reversed(changes)) or "<li>none</li>"
+    section = (f"<h2 id='{html.escape(image)}'>{html.escape(key)}</h2><p>{html.escape(pid)}</p>"
+               f"<img src='{html.escape(image)}' alt='{html.escape(key)}'><ul>{steps}</ul>")
+    return row, section
