@@ -104,6 +104,14 @@ def perf_session(request) -> PerfSession:
     return request.config._hpcnn_perf
 
 
+@pytest.fixture(scope="session")
+def yardstick():
+    """The fixed workload timed beside every round (``hpcnn.perf.yardstick``): the runner's speed at the time."""
+    from hpcnn.perf.yardstick import Yardstick
+
+    return Yardstick()
+
+
 def pytest_sessionfinish(session, exitstatus):
     state = getattr(session.config, "_hpcnn_perf", None)
     if state and state.update and state.recorded:

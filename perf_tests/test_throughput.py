@@ -11,12 +11,13 @@ from hpcnn.perf import gate
 from hpcnn.perf.baselines import session_record
 from hpcnn.perf.paired import warmup_steps_for
 from hpcnn.perf.stored import judge_sessions
+from hpcnn.perf.yardstick import VERSION as YARDSTICK_VERSION
 from hpcnn.stats import throughput
 
 pytestmark = pytest.mark.perf
 
 
-def test_throughput(benchmark, combo, perf_session, request):
+def test_throughput(benchmark, combo, perf_session, yardstick, request):
     s = perf_session
     reason = s.skip_reason(combo)
     if reason:
@@ -32,14 +33,19 @@ def test_throughput(benchmark, combo, perf_session, request):
     if planted:
         planted.calibrate(plant, lambda n: bench.run_steps(n)[0])
 
-    samples = []
+    samples, rates = [], []
 
     def one_round():
         times, _ = bench.run_steps(combo.steps_per_round)
         samples.append(throughput(combo.batch_size * combo.num_devices, times))
 
-    benchmark.pedantic(one_round, rounds=request.config.getoption("--perf-rounds"), iterations=1)
+    def time_the_yardstick():  # just before each round, outside its timing: the machine's speed at that moment
+        rates.append(yardstick.rate())
+
+    benchmark.pedantic(one_round, setup=time_the_yardstick, rounds=request.config.getoption("--perf-rounds"),
+                       iterations=1)
     benchmark.extra_info.update(combination=combo.key, images_per_sec_rounds=samples,
+                                yardstick_rates=rates, yardstick_version=YARDSTICK_VERSION,
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
 
     if s.update:

@@ -25,11 +25,14 @@ def _recorded_rounds():
     return {key: [s["samples"] for s in c["sessions"]] for key, c in combos.items()}
 
 
-def _run_file(path, commit, day, rounds, verdict="UNCHANGED"):
-    """A file as `pytest perf_tests --benchmark-json` writes it (the fields hpcnn and history read)."""
+def _run_file(path, commit, day, rounds, verdict="UNCHANGED", yardstick=None, version=1):
+    """A file as `pytest perf_tests --benchmark-json` writes it (the fields hpcnn and history read);
+    ``yardstick``: the yardstick rates timed beside the rounds, if any."""
     benches = [{"name": f"test_throughput[{key}]", "extra_info": {
         "combination": key, "images_per_sec_rounds": r, "profile_id": PROFILE,
-        **({"verdict": verdict} if verdict else {})}} for key, r in rounds.items()]
+        **({"verdict": verdict} if verdict else {}),
+        **({"yardstick_rates": yardstick, "yardstick_version": version} if yardstick else {})}}
+        for key, r in rounds.items()]
     data = {"commit_info": {"id": commit, "time": f"2026-11-{day:02d}T12:00:00+00:00"},
             "datetime": f"2026-11-{day:02d}T13:00:00", "benchmarks": benches}
     path.write_text(json.dumps(data))
@@ -71,6 +74,61 @@ def test_runs_of_one_commit_pool_and_a_recording_session_is_marked_a_refresh(tmp
     assert (b.commit, b.refresh, b.runs) == ("b" * 40, False, 2)
     assert b.rounds == recorded[key][1] + recorded[key][2]
     assert b.median == pytest.approx(np.median([np.median(recorded[key][1]), np.median(recorded[key][2])]))
+
+
+def test_by_yardstick_a_run_counts_as_its_images_per_sec_over_the_runner_speed_timed_beside_it(tmp_path):
+    recorded = _recorded_rounds()
+    key = sorted(recorded)[0]
+    rounds = recorded[key][0]
+    with history.History(str(tmp_path / "h.sqlite")) as h:
+        # commit a ran on a runner at full speed; b's two runs on one at 80% (both the rounds and the yardstick)
+        h.add(history.parse_run(_run_file(tmp_path / "a.json", "a" * 40, 1, {key: rounds}, yardstick=[50, 52, 48])))
+        h.add(history.parse_run(_run_file(tmp_path / "b.json", "b" * 40, 2, {key: [0.8 * x for x in rounds]},
+                                          yardstick=[40, 41, 39])))
+        h.add(history.parse_run(_run_file(tmp_path / "c.json", "b" * 40, 2, {key: [0.8 * x for x in rounds[::-1]]},
+                                          yardstick=[40.5, 39.5])))
+        h.add(history.parse_run(_run_file(tmp_path / "old.json", "c" * 40, 3, {key: rounds})))  # none timed
+        h.add(history.parse_run(_run_file(tmp_path / "v0.json", "d" * 40, 4, {key: rounds}, yardstick=[9], version=0)))
+        raw = h.series(PROFILE, key)
+        a, b = h.series(PROFILE, key, by_yardstick=True)
+        assert [p.commit[0] for p in raw] == ["a", "b", "c", "d"]
+        assert raw[1].median == pytest.approx(0.8 * raw[0].median)
+        assert (a.commit[0], b.commit[0], b.runs) == ("a", "b", 2)  # runs without (this version's) yardstick left out
+        scale = np.median([50, 40, 40])  # the series' median rate
+        assert a.median == pytest.approx(np.median(rounds) * scale / 50)
+        assert b.median == pytest.approx(a.median)  # the slower runner's runs, divided by its speed, are a's level
+        assert max(a.rounds) == pytest.approx(max(rounds) * scale / 50)
+        with pytest.raises(history.HistoryError, match=r"no run of other \(cpu-.*\) timed the yardstick"):
+            h.series(PROFILE, "other", by_yardstick=True)
+
+
+def test_the_yardstick_is_a_real_training_step_of_fixed_work():
+    from hpcnn.perf.yardstick import Yardstick
+
+    a, b = Yardstick(warmup_steps=0), Yardstick(warmup_steps=0)
+    first = [float(a._step()) for _ in range(20)]
+    assert first[-1] < first[0]  # it trains: the loss falls under SGD
+    assert [float(b._step()) for _ in range(20)] == pytest.approx(first, rel=1e-4)  # the same work every time
+    assert a.rate(steps=3) > 0
+
+
+def test_a_history_made_before_the_yardstick_gains_its_column_and_keeps_its_runs(tmp_path):
+    import sqlite3
+
+    db = sqlite3.connect(str(tmp_path / "old.sqlite"))
+    db.executescript(history.SCHEMA.replace("    yardstick REAL,", "").replace(
+        "-- median steps/sec of hpcnn.perf.yardstick beside the rounds (NULL: not timed)", ""))
+    db.execute("INSERT INTO runs VALUES ('r1', ?, 'abc', '2026-11-01', '2026-11-01', 0, 'f.json')", (PROFILE,))
+    db.execute("INSERT INTO samples VALUES ('r1', 'k', '[1.0, 2.0, 3.0]', 2.0, 'UNCHANGED')")
+    db.commit()
+    db.close()
+    with history.History(str(tmp_path / "old.sqlite")) as h:
+        (point,) = h.series(PROFILE, "k")
+        assert (point.median, point.rounds) == (2.0, [1.0, 2.0, 3.0])
+        h.add(history.parse_run(_run_file(tmp_path / "new.json", "e" * 40, 2, {"k": [4.0, 4.0, 4.0]},
+                                          yardstick=[10.0])))
+        (point,) = h.series(PROFILE, "k", by_yardstick=True)
+        assert point.median == 4.0
 
 
 def test_a_planted_10_percent_step_and_its_removal_are_found_at_their_commits():

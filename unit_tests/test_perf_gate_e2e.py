@@ -40,6 +40,8 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     bench = json.loads((tmp_path / "bench.json").read_text())["benchmarks"][0]
     assert bench["extra_info"]["images_per_sec_rounds"] == samples
     assert bench["stats"]["rounds"] == 5
+    rates = bench["extra_info"]["yardstick_rates"]  # the runner's speed, timed before each round
+    assert len(rates) == 5 and min(rates) > 0 and bench["extra_info"]["yardstick_version"] == 1
 
     slowed = _pytest_perf(tmp_path, f"--plant-slowdown={PLANT}")
     assert slowed.returncode == 1, slowed.stdout[-3000:]

@@ -25,6 +25,8 @@ from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from hpcnn.perf import yardstick
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT PRIMARY KEY,   -- digest of the run's measurements
@@ -41,6 +43,7 @@ CREATE TABLE IF NOT EXISTS samples (
     rounds TEXT NOT NULL,      -- JSON list of images/sec
     median REAL NOT NULL,
     verdict TEXT,              -- the gate's, where the run was judged
+    yardstick REAL,            -- median steps/sec of hpcnn.perf.yardstick beside the rounds (NULL: not timed)
     PRIMARY KEY (run_id, combination)
 );
 CREATE INDEX IF NOT EXISTS samples_by_combination ON samples (combination);
@@ -64,6 +67,7 @@ class Run:
     rounds: Dict[str, List[float]]
     verdicts: Dict[str, Optional[str]]
     source: str
+    yardsticks: Dict[str, Optional[float]] = dataclasses.field(default_factory=dict)  # this yardstick's VERSION
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,6 +120,7 @@ def parse_run(path: str) -> Run:
         raise HistoryError(f"{path}: no 'benchmarks' list; expected the file of pytest perf_tests --benchmark-json")
     rounds: Dict[str, List[float]] = {}
     verdicts: Dict[str, Optional[str]] = {}
+    yardsticks: Dict[str, float] = {}
     profiles = set()
     for b in benches:
         info = b.get("extra_info", {}) if isinstance(b, dict) else {}
@@ -127,6 +132,10 @@ def parse_run(path: str) -> Run:
                                "in extra_info; not a perf-suite run")
         rounds[key] = [float(x) for x in samples]
         verdicts[key] = info.get("verdict")
+        rates = info.get("yardstick_rates")
+        if info.get("yardstick_version") == yardstick.VERSION and isinstance(rates, list) and rates and \
+                all(isinstance(x, (int, float)) and x > 0 for x in rates):
+            yardsticks[key] = statistics.median(rates)
         profiles.add(info.get("profile_id"))
     if not rounds:
         raise HistoryError(f"{path}: no perf-suite benchmarks in it (every combination skipped?)")
@@ -137,7 +146,7 @@ def parse_run(path: str) -> Run:
     profile = profiles.pop()
     digest = hashlib.sha256(json.dumps([profile, commit, sorted(rounds.items())]).encode()).hexdigest()[:20]
     return Run(digest, profile, commit, commit_info.get("time"), data.get("datetime"),
-               all(v is None for v in verdicts.values()), rounds, verdicts, path)
+               all(v is None for v in verdicts.values()), rounds, verdicts, path, yardsticks)
 
 
 class History:
@@ -148,6 +157,10 @@ class History:
         try:
             self.db = sqlite3.connect(path)
             self.db.executescript(SCHEMA)
+            columns = [row[1] for row in self.db.execute("PRAGMA table_info(samples)")]
+            if "yardstick" not in columns:  # a database made before runs timed the yardstick
+                with self.db:
+                    self.db.execute("ALTER TABLE samples ADD COLUMN yardstick REAL")
         except sqlite3.DatabaseError as e:
             raise HistoryError(f"{path}: not a usable history database ({e})") from None
 
@@ -168,9 +181,10 @@ class History:
             self.db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (run.run_id, run.profile_id, run.commit, run.commit_time, run.run_time,
                              int(run.refresh), run.source))
-            self.db.executemany("INSERT INTO samples VALUES (?, ?, ?, ?, ?)",
-                                [(run.run_id, key, json.dumps(r), statistics.median(r), run.verdicts[key])
-                                 for key, r in run.rounds.items()])
+            self.db.executemany("INSERT INTO samples (run_id, combination, rounds, median, verdict, yardstick) "
+                                "VALUES (?, ?, ?, ?, ?, ?)",
+                                [(run.run_id, key, json.dumps(r), statistics.median(r), run.verdicts[key],
+                                  run.yardsticks.get(key)) for key, r in run.rounds.items()])
         return True
 
     def profiles(self) -> List[str]:
@@ -181,27 +195,44 @@ class History:
             "SELECT DISTINCT s.combination FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? "
             "ORDER BY s.combination", (profile_id,))]
 
-    def selected(self, profile: str = "", only: str = "") -> Iterator[Tuple[str, str, List[Point]]]:
+    def selected(self, profile: str = "", only: str = "",
+                 by_yardstick: bool = False) -> Iterator[Tuple[str, str, List[Point]]]:
         """(profile id, combination, its series) of every stored combination, or of ``profile``'s only, and only
-        those whose key contains ``only``."""
+        those whose key contains ``only``; ``by_yardstick``: see ``series``."""
         for pid in self.profiles():
             if profile and pid != profile:
                 continue
             for key in self.combinations(pid):
                 if only in key:
-                    yield pid, key, self.series(pid, key)
+                    yield pid, key, self.series(pid, key, by_yardstick)
 
-    def series(self, profile_id: str, combination: str) -> List[Point]:
-        """The combination's points, one per commit, in commit-time order (first run's time for ties)."""
+    def series(self, profile_id: str, combination: str, by_yardstick: bool = False) -> List[Point]:
+        """The combination's points, one per commit, in commit-time order (first run's time for ties).
+
+        ``by_yardstick``: each run's images/sec divided by the yardstick rate timed beside it, times the
+        series' median rate, so runs made while the runner was slower or faster compare as if made at a
+        typical moment; only runs that timed the yardstick count.
+
+        Raises:
+          HistoryError: ``by_yardstick`` and no run of the combination timed the yardstick.
+        """
         rows = self.db.execute(
-            "SELECT r.commit_id, r.commit_time, r.run_time, r.refresh, s.rounds, s.median FROM samples s "
-            "JOIN runs r USING (run_id) WHERE r.profile_id = ? AND s.combination = ? "
+            "SELECT r.commit_id, r.commit_time, r.run_time, r.refresh, s.rounds, s.median, s.yardstick "
+            "FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? AND s.combination = ? "
             "ORDER BY r.commit_time, r.run_time", (profile_id, combination)).fetchall()
+        scale = 1.0
+        if by_yardstick:
+            rows = [row for row in rows if row[6]]
+            if not rows:
+                raise HistoryError(f"{self.path}: no run of {combination} ({profile_id}) timed the yardstick; "
+                                   "runs record it from perf suites that have hpcnn.perf.yardstick")
+            scale = statistics.median(row[6] for row in rows)
         by_commit: Dict[str, dict] = {}
-        for commit, commit_time, _, refresh, rounds, median in rows:
+        for commit, commit_time, _, refresh, rounds, median, rate in rows:
+            factor = scale / rate if by_yardstick else 1.0
             p = by_commit.setdefault(commit, {"time": commit_time, "medians": [], "rounds": [], "refresh": False})
-            p["medians"].append(median)
-            p["rounds"] += json.loads(rounds)
+            p["medians"].append(median * factor)
+            p["rounds"] += [x * factor for x in json.loads(rounds)]
             p["refresh"] |= bool(refresh)
         return [Point(c, p["time"], statistics.median(p["medians"]), p["rounds"], len(p["medians"]), p["refresh"])
                 for c, p in by_commit.items()]

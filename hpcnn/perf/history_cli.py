@@ -26,6 +26,8 @@ def add_commands(sub) -> None:
         p.add_argument("--only", default="", help="only combinations whose key contains this")
         p.add_argument("--alpha", type=float, default=0.01,
                        help="chance that a series with no step shows one (default 0.01; 0 < alpha <= 0.2)")
+        p.add_argument("--by-yardstick", action="store_true",
+                       help="divide each run by the runner's speed timed beside it (runs that timed it only)")
 
 
 def _alpha(args) -> float:
@@ -51,7 +53,7 @@ def cmd_history(args) -> int:
         alpha = _alpha(args)
         with history.History(args.db) as h:
             found, series = [], 0
-            for pid, key, points in h.selected(args.profile, args.only):
+            for pid, key, points in h.selected(args.profile, args.only, args.by_yardstick):
                 series += 1
                 found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points, alpha)]
     except history.HistoryError as e:
@@ -73,7 +75,7 @@ def cmd_report(args) -> int:
     started = time.perf_counter()
     try:
         with history.History(args.db) as h:
-            path = trend.write_report(h, args.out, args.profile, args.only, alpha, args.jobs)
+            path = trend.write_report(h, args.out, args.profile, args.only, alpha, args.jobs, args.by_yardstick)
     except history.HistoryError as e:
         usage_error("hpcnn-perf", str(e))
     print(f"report written to {path} in {time.perf_counter() - started:.1f} s")

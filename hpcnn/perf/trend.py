@@ -10,7 +10,8 @@ from hpcnn import jsonfile
 from hpcnn.perf.history import Change, History, Point, find_changes
 
 
-def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, path: str) -> None:
+def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, path: str,
+                ylabel: str = "images/sec") -> None:
     """Images/sec per commit (median, and the rounds' range), steps marked with commit and size, refreshes marked."""
     import matplotlib
 
@@ -33,7 +34,7 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
         ax.plot(refreshes, [low[i] for i in refreshes], "^", color="#7d3c98", markersize=8, label="baseline refresh")
     every = max(1, len(points) // 20)  # at most about 20 commit labels
     ax.set_xticks(x[::every], [p.commit[:7] for p in points][::every], rotation=60, fontsize=7, ha="right")
-    ax.set_ylabel("images/sec")
+    ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)
     ax.grid(axis="y", alpha=0.3)
     ax.legend(fontsize=7, loc="lower left")
@@ -43,16 +44,18 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
 
 
 def write_report(history: History, out_dir: str, profile: str = "", only: str = "", alpha: float = 0.01,
-                 jobs: Optional[int] = None) -> str:
+                 jobs: Optional[int] = None, by_yardstick: bool = False) -> str:
     """Writes ``index.html`` and one PNG per combination into ``out_dir``, steps found at ``alpha`` marked;
     returns the page's path.
 
     Each combination's change search and plot are independent and CPU-bound (a 500-commit series: about a
     second each), so ``jobs`` processes (default: one per core) share them; the page lists them in the
-    history's order whatever order they finish in.
+    history's order whatever order they finish in. ``by_yardstick``: ``History.series``'s.
     """
     os.makedirs(out_dir, exist_ok=True)
-    work = [(pid, key, points, out_dir, alpha) for pid, key, points in history.selected(profile, only)]
+    ylabel = "images/sec at the runner's median speed" if by_yardstick else "images/sec"
+    work = [(pid, key, points, out_dir, alpha, ylabel)
+            for pid, key, points in history.selected(profile, only, by_yardstick)]
     jobs = min(jobs or os.cpu_count() or 1, len(work))
     if jobs > 1:
         import multiprocessing
@@ -76,10 +79,10 @@ def write_report(history: History, out_dir: str, profile: str = "", only: str = 
 
 def _combination(item) -> Tuple[str, str]:
     """One combination's steps and plot: (its overview table row, its section of the page)."""
-    pid, key, points, out_dir, alpha = item
+    pid, key, points, out_dir, alpha, ylabel = item
     changes = find_changes(points, alpha)
     image = f"{pid}--{key}.png"
-    plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image))
+    plot_series(points, changes, f"{key}  ({pid})", os.path.join(out_dir, image), ylabel)
     latest = changes[-1].describe() if changes else "none"
     row = (f"<tr><td>{html.escape(pid)}</td><td><a href='#{html.escape(image)}'>{html.escape(key)}</a>"
            f"</td><td>{len(points)}</td><td>{points[-1].median:.2f}</td><td>{len(changes)}</td>"
