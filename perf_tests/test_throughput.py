@@ -10,7 +10,7 @@ from hpcnn.benchmark import Benchmark
 from hpcnn.perf import gate
 from hpcnn.perf.baselines import session_record
 from hpcnn.perf.paired import warmup_steps_for
-from hpcnn.perf.stored import judge_sessions
+from hpcnn.perf.stored import judge_sessions, on_yardstick
 from hpcnn.perf.yardstick import VERSION as YARDSTICK_VERSION
 from hpcnn.stats import throughput
 
@@ -49,16 +49,20 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
 
     if s.update:
-        s.recorded[combo.key] = session_record(samples, s.commit)
+        s.recorded[combo.key] = session_record(samples, s.commit, statistics.median(rates))
         s.rows.append((combo.key, None, f"recorded: median {statistics.median(samples):.2f} images/sec"))
         return
-    sessions = s.baselines.sessions(combo.key)
+    sessions, reference = s.baselines.judged_sessions(combo.key)
     if not sessions:
         s.rows.append((combo.key, None, "no baseline"))
         pytest.skip(f"no baseline for {combo.key} in {s.path}; record sessions on this runner with "
                     f"`pytest perf_tests --update-baselines --hardware-profile={s.profile_id}`")
     threshold = s.baselines.combinations[combo.key].get("threshold", gate.STORED_THRESHOLD)
-    v = judge_sessions(sessions, samples, threshold, s.alpha, s.prior)
+    current, speed = samples, None
+    if reference:  # every recorded session timed the yardstick: judge throughput relative to the runner's speed
+        speed = statistics.median(rates) / reference
+        current = on_yardstick(samples, statistics.median(rates), reference)
+    v = judge_sessions(sessions, current, threshold, s.alpha, s.prior, speed)
     benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))

@@ -4,12 +4,19 @@ Schema 2::
 
     {"schema": 2, "profile": {...the whole profile it was recorded on...},
      "combinations": {KEY: {"sessions": [{"samples": [...], "median": M, "rounds": R,
-                                          "commit": SHA, "date": ISO}, ...],   # oldest first
+                                          "commit": SHA, "date": ISO,
+                                          "yardstick": {"version": V, "rate": STEPS_PER_SEC}}, ...],  # oldest first
                             "threshold": 0.05,          # optional, kept across refreshes
                             "mds": 0.07, "alpha": 0.0017}}}   # derived: for review, recomputed on save
 
 A recording session appends one session per combination and keeps the newest
 ``keep``. Schema-1 files (one ``samples`` list per combination) read as one session.
+
+``yardstick`` (optional) is the rate of ``hpcnn.perf.yardstick`` timed beside the
+session's rounds: the runner's speed at the time. When every session of a
+combination has one of the current version, the gate judges that combination's
+throughput relative to it (``judged_sessions``), which cancels the whole-session
+drift that otherwise dominates the stored gate's noise.
 """
 
 from __future__ import annotations
@@ -20,10 +27,10 @@ import json
 import os
 import statistics
 import subprocess
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from hpcnn import jsonfile
-from hpcnn.perf import gate, stored
+from hpcnn.perf import gate, stored, yardstick
 
 SCHEMA_VERSION = 2
 DEFAULT_KEEP = 10
@@ -33,10 +40,13 @@ class BaselineError(ValueError):
     """A baselines file is malformed; the message names the file and what is wrong."""
 
 
-def session_record(samples: Sequence[float], commit: Optional[str]) -> dict:
-    """One recorded session of one combination."""
-    return {"samples": list(samples), "median": statistics.median(samples), "rounds": len(samples),
-            "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+def session_record(samples: Sequence[float], commit: Optional[str], yardstick_rate: Optional[float] = None) -> dict:
+    """One recorded session of one combination; ``yardstick_rate``: the yardstick's rate timed beside it."""
+    record = {"samples": list(samples), "median": statistics.median(samples), "rounds": len(samples),
+              "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    if yardstick_rate is not None:
+        record["yardstick"] = {"version": yardstick.VERSION, "rate": yardstick_rate}
+    return record
 
 
 def path_for(directory: str, profile_id: str) -> str:
@@ -55,14 +65,29 @@ class Baselines:
         """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
         return [s["samples"] for s in self.combinations.get(key, {}).get("sessions", [])]
 
+    def judged_sessions(self, key: str) -> Tuple[List[List[float]], Optional[float]]:
+        """What the gate judges ``key`` against, and the yardstick rate the figures are expressed at.
+
+        When every recorded session of ``key`` timed the current yardstick, each
+        session's rounds are scaled by the median of those rates over the session's
+        own (images/sec at the runner's typical recorded speed) and that median is
+        returned; otherwise the raw rounds and None.
+        """
+        sessions = self.combinations.get(key, {}).get("sessions", [])
+        rates = [_current_yardstick_rate(s) for s in sessions]
+        if not sessions or None in rates:
+            return self.sessions(key), None
+        reference = statistics.median(rates)
+        return [stored.on_yardstick(s["samples"], rate, reference) for s, rate in zip(sessions, rates)], reference
+
     def last_commit(self, key: str) -> Optional[str]:
         """The commit of the newest session of ``key`` that recorded one, or None."""
         commits = [s.get("commit") for s in self.combinations.get(key, {}).get("sessions", [])]
         return next((c for c in reversed(commits) if c), None)
 
     def prior(self) -> Optional[stored.Noise]:
-        """The between-session spread pooled over every combination of the file."""
-        return stored.pooled_noise(self.sessions(k) for k in self.combinations)
+        """The between-session spread pooled over every combination of the file, as the gate judges each."""
+        return stored.pooled_noise(self.judged_sessions(k)[0] for k in self.combinations)
 
 
 def load(path: str) -> Baselines:
@@ -88,6 +113,9 @@ def load(path: str) -> Baselines:
         if not (isinstance(sessions, list) and sessions and all(_valid_samples(s) for s in sessions)):
             raise BaselineError(f"baselines file {path}: combination {key!r} needs 'sessions', a non-empty list of "
                                 "sessions each with 'samples', a non-empty list of positive images/sec figures")
+        if not all(_valid_yardstick(s.get("yardstick")) for s in sessions):
+            raise BaselineError(f"baselines file {path}: combination {key!r} has a session whose 'yardstick' is not "
+                                "{'version': an integer, 'rate': a positive number of steps/sec}")
         t = rec.get("threshold")
         if t is not None and not (isinstance(t, (int, float)) and 0 < t < 1):
             raise BaselineError(f"baselines file {path}: combination {key!r} has threshold={t!r}; "
@@ -103,6 +131,20 @@ def _valid_samples(session) -> bool:
     samples = session.get("samples") if isinstance(session, dict) else None
     return (isinstance(samples, list) and bool(samples)
             and all(isinstance(x, (int, float)) and not isinstance(x, bool) and x > 0 for x in samples))
+
+
+def _current_yardstick_rate(session: dict) -> Optional[float]:
+    """The session's yardstick rate if it timed this version of the yardstick, else None."""
+    timed = session.get("yardstick") or {}
+    return timed["rate"] if timed.get("version") == yardstick.VERSION else None
+
+
+def _valid_yardstick(value) -> bool:
+    if value is None:
+        return True
+    rate = value.get("rate") if isinstance(value, dict) else None
+    return (isinstance(value, dict) and isinstance(value.get("version"), int) and isinstance(rate, (int, float))
+            and not isinstance(rate, bool) and rate > 0)
 
 
 def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DEFAULT_KEEP,
@@ -125,7 +167,7 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
     prior, each = result.prior(), gate.combination_alpha(alpha, len(combos))
     for key, rec in result.combinations.items():
         rec["alpha"] = each
-        rec["mds"] = stored.next_session_mds(result.sessions(key), prior, each)
+        rec["mds"] = stored.next_session_mds(result.judged_sessions(key)[0], prior, each)
     jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
     return result
 

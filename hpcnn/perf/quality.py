@@ -180,20 +180,21 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
     matrices had any failure (the family-wise false-alarm rate), and the same for
     a parametric draw from the fitted log-normal noise.
     """
-    keys = [k for k in baselines.combinations if len(baselines.sessions(k)) >= 3]
+    judged = {k: baselines.judged_sessions(k)[0] for k in baselines.combinations}  # as the gate sees them
+    keys = [k for k in baselines.combinations if len(judged[k]) >= 3]
     if not keys:
         raise ValueError("simulate_stored() needs combinations with 3 or more recorded sessions")
     rng = np.random.default_rng(seed)
     each = gate.combination_alpha(alpha, combinations)
     cases = {}  # (key, held-out index) -> failed at `each`: every case is a real unchanged session
     for k in keys:
-        sessions = baselines.sessions(k)
+        sessions = judged[k]
         for j in range(len(sessions)):
             rest = sessions[:j] + sessions[j + 1:]
-            others = [baselines.sessions(x) for x in keys if x != k] + [rest]
+            others = [judged[x] for x in keys if x != k] + [rest]
             v = stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, stored.pooled_noise(others))
             cases[(k, j)] = v.failed
-    counts = [len(baselines.sessions(keys[i % len(keys)])) for i in range(combinations)]
+    counts = [len(judged[keys[i % len(keys)]]) for i in range(combinations)]
     failures = 0
     for _ in range(draws):
         picks = [(keys[i % len(keys)], int(rng.integers(counts[i]))) for i in range(combinations)]

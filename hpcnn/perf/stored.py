@@ -13,13 +13,20 @@ profile's pooled spread (every combination's sessions), as limma moderates
 per-gene variances: the pooled figure counts as ``PRIOR_DF`` degrees of freedom.
 With a single recorded session and nothing to pool, the gate says that it cannot
 tell drift from a regression and fails only beyond ``gate.WIDE_BOUND``.
+
+Most of that drift is the runner's speed, shared by every workload of a session,
+so where the sessions timed ``hpcnn.perf.yardstick`` beside their rounds the
+gate judges throughput on the yardstick (``on_yardstick``): each session's
+images/sec times a reference rate over its own. On 16 sessions of one commit,
+half of them beside a process burning a core, that cut the spread of log session
+medians from 0.22-0.31 to 0.02-0.09 (quiet sessions alone: 0.04-0.06 to 0.02-0.05).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Iterable, Optional, Sequence
+from typing import Iterable, List, Optional, Sequence
 
 import numpy as np
 from scipy import stats
@@ -37,6 +44,13 @@ class Noise:
 
     sigma: float
     df: float
+
+
+def on_yardstick(samples: Sequence[float], rate: float, reference: float) -> List[float]:
+    """``samples`` (images/sec) as they would read with the yardstick at ``reference`` instead of ``rate``."""
+    if rate <= 0 or reference <= 0:
+        raise ValueError(f"on_yardstick() needs positive rates, got rate={rate} reference={reference}")
+    return [x * reference / rate for x in samples]
 
 
 def levels(sessions: Sessions) -> np.ndarray:
@@ -76,8 +90,13 @@ def next_session_mds(sessions: Sessions, prior: Optional[Noise], alpha: float) -
 
 
 def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: float = gate.STORED_THRESHOLD,
-                   alpha: float = gate.DEFAULT_ALPHA, prior: Optional[Noise] = None) -> gate.Verdict:
+                   alpha: float = gate.DEFAULT_ALPHA, prior: Optional[Noise] = None,
+                   runner_speed: Optional[float] = None) -> gate.Verdict:
     """This session's rounds against the recorded ``sessions``, at level ``alpha``.
+
+    ``runner_speed``: where both are on the yardstick, this session's yardstick rate
+    over the recorded one, named in the verdict's evidence (a runner far from its
+    recorded speed, or a change that slows TensorFlow process-wide, shows there).
 
     Raises:
       ValueError: no recorded session, or non-positive throughputs.
@@ -85,8 +104,10 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     if not sessions or min(min(s) for s in sessions) <= 0 or min(current, default=0) <= 0:
         raise ValueError("judge_sessions() needs recorded sessions and positive throughputs")
     noise = moderated_noise(sessions, prior)
+    on = "" if runner_speed is None else f" on the yardstick (runner at {runner_speed:.2f}x its recorded speed)"
     if noise is None:
-        return _single_session(sessions[0], current, threshold, alpha)
+        v = _single_session(sessions[0], current, threshold, alpha)
+        return dataclasses.replace(v, evidence=v.evidence + on)
     x = levels(sessions)
     base, cur = math.exp(x.mean()), float(np.median(current))
     se = noise.sigma * math.sqrt(1 + 1 / len(x))
@@ -97,7 +118,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     ratio = cur / base
     return gate.Verdict(base, cur, ratio, math.exp(log_ratio - half), math.exp(log_ratio + half), p_slower, p_faster,
                         threshold, gate.classify(ratio, p_slower, p_faster, threshold, alpha), alpha,
-                        gate.mds(se, noise.df, alpha), f"{len(x)} recorded session(s)",
+                        gate.mds(se, noise.df, alpha), f"{len(x)} recorded session(s){on}",
                         "" if len(x) > 1 else "one session of its own; spread pooled from the profile's others")
 
 

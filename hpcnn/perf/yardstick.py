@@ -16,9 +16,7 @@ and the backend, which the hardware profile pins, and on nothing in hpcnn.
 
 from __future__ import annotations
 
-import statistics
 import time
-from typing import List
 
 VERSION = 1
 BATCH, SIDE, CHANNELS, WIDTH, CLASSES = 32, 32, 3, 32, 10
@@ -59,18 +57,4 @@ class Yardstick:
         for _ in range(steps):
             self._step().numpy()
         return steps / (time.perf_counter() - start)
-
-
-def normalized(values: List[float], yardsticks: List[float], scale: float) -> List[float]:
-    """``values`` (images/sec of runs) divided by each run's yardstick rate, times ``scale`` (e.g. the median
-    rate of the whole history) so the figures stay in images/sec at a typical moment of the runner."""
-    if len(values) != len(yardsticks) or min(yardsticks, default=1.0) <= 0:
-        raise ValueError("normalized() needs one positive yardstick rate per value")
-    return [v / y * scale for v, y in zip(values, yardsticks)]
-
-
-def session_rate(rates: List[float]) -> float:
-    """A combination's yardstick: the median of the rates timed beside its rounds."""
-    return statistics.median(rates)
-
 
