@@ -4,6 +4,8 @@ recorded_rounds.json: 20 gate-quality runs of trivial-ps, rounds interleaved A B
 unchanged and with a planted 25% slowdown (adjacent rounds form pairs).
 recorded_sessions.json: smoke-matrix sessions recorded as a runner records its
 baselines (separate pytest processes, minutes apart), whole-session drift included.
+yardstick_sessions.json: 16 perf-suite sessions of one commit with the yardstick rate
+timed beside each; every other one ran beside a process burning one of the 2 cores.
 """
 
 import itertools
@@ -249,6 +251,54 @@ def test_a_planted_slowdown_beyond_the_mds_fails_with_the_mds_in_the_message():
         slowed = [x * (1 - min(0.9, mds + 0.15)) for x in sessions[-1]]
         v = stored.judge_sessions(sessions[:-1], slowed, gate.STORED_THRESHOLD, SMOKE_ALPHA, prior)
         assert v.failed and f"MDS {v.mds:.1%}" in v.describe(), (key, v.describe())
+
+
+# -- stored mode on the yardstick: sessions with a busy neighbour -----------------------------------------
+YARDSTICK = _load("yardstick_sessions.json")["combinations"]
+
+
+def _quiet_baselines(leave_out=None):
+    return Baselines({}, {k: {"sessions": [s for s in v if not s["neighbour"] and s is not leave_out]}
+                          for k, v in YARDSTICK.items()})
+
+
+def _judged_on_yardstick(b, key, session, factor=1.0):
+    sessions, reference = b.judged_sessions(key)
+    rate = session["yardstick"]["rate"]
+    current = stored.on_yardstick([x * factor for x in session["samples"]], rate, reference)
+    return stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, SMOKE_ALPHA, b.prior(), rate / reference)
+
+
+def test_on_the_yardstick_a_session_beside_a_busy_neighbour_is_no_regression():
+    """A neighbour took 30-45% of every combination's speed: raw, each such session fails; on the yardstick none.
+
+    The correction is not exact: the neighbour slows the yardstick more than the trivial models, which read
+    up to 28% fast on it (an 'improvement'); lenet's sessions land within 5% of its quiet ones."""
+    b = _quiet_baselines()
+    raw = Baselines({}, {k: {"sessions": [{"samples": s["samples"]} for s in v if not s["neighbour"]]}
+                         for k, v in YARDSTICK.items()})
+    for key, sessions in YARDSTICK.items():
+        for session in (s for s in sessions if s["neighbour"]):
+            shifted = stored.judge_sessions(raw.sessions(key), session["samples"], gate.STORED_THRESHOLD,
+                                            SMOKE_ALPHA, raw.prior())
+            assert shifted.failed and shifted.ratio < 0.75, (key, shifted.describe())
+            v = _judged_on_yardstick(b, key, session)
+            assert not v.failed and abs(math.log(v.ratio)) < abs(math.log(shifted.ratio)), (key, v.describe())
+            assert "on the yardstick (runner at 0." in v.describe()
+
+
+def test_on_the_yardstick_quiet_sessions_pass_and_a_drop_beyond_the_mds_is_caught():
+    """Leave one quiet session out: unchanged it passes; its rounds 20% slower fail wherever the MDS allows."""
+    for key, sessions in YARDSTICK.items():
+        caught = 0
+        for session in (s for s in sessions if not s["neighbour"]):
+            b = _quiet_baselines(leave_out=session)
+            unchanged = _judged_on_yardstick(b, key, session)
+            assert not unchanged.failed, (key, unchanged.describe())
+            slowed = _judged_on_yardstick(b, key, session, factor=0.8)
+            assert slowed.failed or unchanged.ratio * 0.8 > 1 - slowed.mds, (key, slowed.describe())
+            caught += slowed.failed
+        assert caught >= 7, key  # of 8
 
 
 def test_one_recorded_session_says_it_cannot_tell_drift_from_a_regression():

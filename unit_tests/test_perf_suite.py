@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from hpcnn.perf import baselines
+from hpcnn.perf import baselines, yardstick
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
 
@@ -102,6 +102,21 @@ def test_baselines_append_sessions_keep_the_newest_and_keep_thresholds(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["cpu-x-2c-tf2.21.json"]  # no temporary file left behind
 
 
+def test_sessions_are_judged_on_the_yardstick_only_when_every_one_timed_the_current_version(tmp_path):
+    path = baselines.path_for(str(tmp_path), "p")
+    for samples, rate in (([10.0, 12.0], 50.0), ([8.0], 40.0), ([30.0], 100.0)):
+        baselines.save(path, CPU, {"a": baselines.session_record(samples, "c", rate),
+                                   "b": baselines.session_record(samples, "c", rate if rate != 40.0 else None)})
+    loaded = baselines.load(path)
+    assert loaded.combinations["a"]["sessions"][0]["yardstick"] == {"version": yardstick.VERSION, "rate": 50.0}
+    sessions, reference = loaded.judged_sessions("a")  # every session at the median rate, 50
+    assert reference == 50.0 and sessions == [[10.0, 12.0], [10.0], [15.0]]
+    assert loaded.judged_sessions("b") == ([[10.0, 12.0], [8.0], [30.0]], None)  # one session never timed it
+    loaded.combinations["a"]["sessions"][1]["yardstick"]["version"] = yardstick.VERSION + 1
+    assert loaded.judged_sessions("a") == (loaded.sessions("a"), None)  # another yardstick's figures: not comparable
+    assert loaded.judged_sessions("missing") == ([], None)
+
+
 def test_schema_1_files_read_as_one_session(tmp_path):
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"schema": 1, "profile": CPU, "combinations": {
@@ -139,6 +154,8 @@ def test_a_saved_file_is_readable_by_others_as_a_plain_write_would_be(tmp_path):
     ('{"combinations": {"k": {"sessions": [{"samples": [1, -2]}]}}}', "combination 'k' needs 'sessions'"),
     ('{"combinations": {"k": {"samples": []}}}', "combination 'k' needs 'sessions'"),
     ('{"combinations": {"k": {"sessions": [{"samples": [1]}], "threshold": 5}}}', "threshold=5"),
+    ('{"combinations": {"k": {"sessions": [{"samples": [1], "yardstick": {"version": 1, "rate": 0}}]}}}',
+     "combination 'k' has a session whose 'yardstick' is not"),
     ('{"combinations": {"k": {"sessions": [{"samples": [1]}]}}}', "expected the 'profile' it was recorded on"),
 ])
 def test_malformed_baselines_name_the_file(tmp_path, content, message):
