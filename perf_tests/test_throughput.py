@@ -63,7 +63,7 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
         speed = statistics.median(rates) / reference
         current = on_yardstick(samples, statistics.median(rates), reference)
     v = judge_sessions(sessions, current, threshold, s.alpha, s.prior, speed)
-    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds)
+    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, runner_speed=speed)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
     if v.failed:

@@ -8,6 +8,7 @@ slow shared runner; the gate's sensitivity to small slowdowns is measured by
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -42,6 +43,7 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     assert bench["stats"]["rounds"] == 5
     rates = bench["extra_info"]["yardstick_rates"]  # the runner's speed, timed before each round
     assert len(rates) == 5 and min(rates) > 0 and bench["extra_info"]["yardstick_version"] == 1
+    assert saved["sessions"][-1]["yardstick"] == {"version": 1, "rate": statistics.median(rates)}
 
     slowed = _pytest_perf(tmp_path, f"--plant-slowdown={PLANT}")
     assert slowed.returncode == 1, slowed.stdout[-3000:]
@@ -50,9 +52,28 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     ratio = float(row.split()[3])
     assert ratio < 0.6  # about 1/3: the planted work is real
     assert "one session cannot tell session drift from a regression" in slowed.stdout
+    assert "1 recorded session on the yardstick (runner at " in slowed.stdout  # judged relative to the runner
     recorded_at = saved["sessions"][-1]["commit"] or "GOOD_REV"  # the failure points from there to this checkout
     assert f"which stage: hpcnn-perf explain --baseline={recorded_at} --candidate=" in slowed.stdout
     assert f"which commit: hpcnn-perf bisect --good={recorded_at} --bad=" in slowed.stdout
+
+
+@pytest.mark.slow
+def test_stored_gate_quality_records_every_session_and_saves_after_every_round(tmp_path):
+    from hpcnn.perf import quality
+
+    assert _pytest_perf(tmp_path, "--update-baselines").returncode == 0
+    saved, lines = [], []
+    record = quality.stored_quality(REPO, str(tmp_path), "e2e-test", 2, [float(PLANT)],
+                                    ["-k", COMBO, "--perf-rounds=5"], log=lines.append,
+                                    save=lambda r: saved.append(json.loads(json.dumps(r))))
+    assert [r["summary"]["0.0"]["sessions"] for r in saved] == [1, 2]  # a cut after round 1 keeps round 1
+    assert record["summary"][PLANT]["failed"] == 2 and record["summary"][PLANT]["per_combination"] == {COMBO: 2}
+    for session in record["sessions"][PLANT] + record["sessions"]["0.0"]:
+        v = session["combinations"][COMBO]
+        assert v["runner_speed"] > 0 and 0 < v["ratio"] and v["mds"] == 0.35  # one recorded session: the wide bound
+    assert all(v["combinations"][COMBO]["ratio"] < 0.6 for v in record["sessions"][PLANT])
+    assert len(lines) == 4 and "runner at " in lines[0]
 
 
 @pytest.mark.slow

@@ -314,8 +314,9 @@ def cmd_gate_quality(args):
         from hpcnn.perf.profile import detect, profile_id
 
         pid = args.hardware_profile or profile_id(detect())
+        save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
         record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
-                                        args.pytest_args.split(), args.pause_seconds)
+                                        args.pytest_args.split(), args.pause_seconds, save=save)
         for s, summary in record["summary"].items():
             print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed; per "
                   f"combination {summary['per_combination']}")

@@ -130,8 +130,10 @@ def summarize_paired(record: dict) -> dict:
 
 
 def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, slowdowns: Sequence[float],
-                   pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print) -> dict:
-    """``runs`` rounds of pytest sessions (unchanged, then each slowdown) judged against recorded baselines."""
+                   pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print,
+                   save: Optional[Callable[[dict], None]] = None) -> dict:
+    """``runs`` rounds of pytest sessions (unchanged, then each slowdown) judged against recorded baselines;
+    ``save`` gets the record, summary included, after every round (an hour's measurement survives a cut)."""
     levels = [0.0] + [s for s in slowdowns if s > 0]
     record = {"baselines_dir": baselines_dir, "profile_id": profile_id, "sessions": {str(s): [] for s in levels}}
     with tempfile.TemporaryDirectory() as work:
@@ -148,17 +150,22 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                 with open(out) as f:
                     benches = json.load(f)["benchmarks"]
                 verdicts = {b["extra_info"]["combination"]: {k: b["extra_info"].get(k)
-                                                              for k in ("verdict", "ratio", "mds")}
+                                                              for k in ("verdict", "ratio", "mds", "runner_speed")}
                             for b in benches if "verdict" in b["extra_info"]}
                 record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
                                                    "combinations": verdicts})
                 log(f"session {run + 1} planted {s:.0%}: " + ", ".join(
-                    f"{k.split('-NHWC')[0]} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items()))
+                    f"{k.split('-NHWC')[0]} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items())
+                    + "".join(f"; runner at {v['runner_speed']:.2f}x" for v in list(verdicts.values())[:1]
+                              if v.get("runner_speed")))
+            record["summary"] = {str(s): {"sessions": run + 1,
+                                          "failed": sum(x["failed"] for x in record["sessions"][str(s)]),
+                                          "per_combination": _per_combination(record["sessions"][str(s)])}
+                                 for s in levels}
+            if save:
+                save(record)
             if pause_s and run < runs - 1:
                 time.sleep(pause_s)
-    record["summary"] = {str(s): {"sessions": runs, "failed": sum(x["failed"] for x in record["sessions"][str(s)]),
-                                  "per_combination": _per_combination(record["sessions"][str(s)])}
-                         for s in levels}
     return record
 
 
