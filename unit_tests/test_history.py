@@ -117,8 +117,7 @@ def test_a_history_made_before_the_yardstick_gains_its_column_and_keeps_its_runs
     import sqlite3
 
     db = sqlite3.connect(str(tmp_path / "old.sqlite"))
-    db.executescript(history.SCHEMA.replace("    yardstick REAL,", "").replace(
-        "-- median steps/sec of hpcnn.perf.yardstick beside the rounds (NULL: not timed)", ""))
+    db.executescript(_schema_without("yardstick", "yardstick_version"))
     db.execute("INSERT INTO runs VALUES ('r1', ?, 'abc', '2026-11-01', '2026-11-01', 0, 'f.json')", (PROFILE,))
     db.execute("INSERT INTO samples VALUES ('r1', 'k', '[1.0, 2.0, 3.0]', 2.0, 'UNCHANGED')")
     db.commit()
@@ -130,6 +129,33 @@ def test_a_history_made_before_the_yardstick_gains_its_column_and_keeps_its_runs
                                           yardstick=[10.0])))
         (point,) = h.series(PROFILE, "k", by_yardstick=True)
         assert point.median == 4.0
+
+
+def _schema_without(*columns):
+    """history.SCHEMA as it was before ``columns`` of the samples table existed."""
+    return "\n".join(line for line in history.SCHEMA.splitlines() if not (line.split() and line.split()[0] in columns))
+
+
+def test_a_history_made_before_the_yardstick_version_column_keeps_its_rates_as_version_1(tmp_path, monkeypatch):
+    import sqlite3
+
+    db = sqlite3.connect(str(tmp_path / "v.sqlite"))
+    db.executescript(_schema_without("yardstick_version"))
+    db.execute("INSERT INTO runs VALUES ('r1', ?, 'abc', '2026-11-01', '2026-11-01', 0, 'f.json')", (PROFILE,))
+    db.execute("INSERT INTO samples VALUES ('r1', 'k', '[2.0, 2.0, 2.0]', 2.0, 'UNCHANGED', 10.0)")
+    db.commit()
+    db.close()
+    monkeypatch.setattr(history.yardstick, "VERSION", 1)
+    with history.History(str(tmp_path / "v.sqlite")) as h:
+        (point,) = h.series(PROFILE, "k", by_yardstick=True)
+        assert point.median == 2.0
+        # a later run times a changed yardstick (version 2): the two versions' rates are never divided by each other
+        h.add(history.parse_run(_run_file(tmp_path / "v2.json", "e" * 40, 2, {"k": [3.0, 3.0, 3.0]},
+                                          yardstick=[30.0], version=2)))
+        assert [p.commit for p in h.series(PROFILE, "k", by_yardstick=True)] == ["abc"]
+        monkeypatch.setattr(history.yardstick, "VERSION", 2)
+        (point,) = h.series(PROFILE, "k", by_yardstick=True)
+        assert (point.commit, point.median) == ("e" * 40, 3.0)
 
 
 def test_a_planted_10_percent_step_and_its_removal_are_found_at_their_commits():

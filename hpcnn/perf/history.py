@@ -44,6 +44,7 @@ CREATE TABLE IF NOT EXISTS samples (
     median REAL NOT NULL,
     verdict TEXT,              -- the gate's, where the run was judged
     yardstick REAL,            -- median steps/sec of hpcnn.perf.yardstick beside the rounds (NULL: not timed)
+    yardstick_version INTEGER, -- its hpcnn.perf.yardstick.VERSION: rates of two versions are never compared
     PRIMARY KEY (run_id, combination)
 );
 CREATE INDEX IF NOT EXISTS samples_by_combination ON samples (combination);
@@ -67,7 +68,7 @@ class Run:
     rounds: Dict[str, List[float]]
     verdicts: Dict[str, Optional[str]]
     source: str
-    yardsticks: Dict[str, Optional[float]] = dataclasses.field(default_factory=dict)  # this yardstick's VERSION
+    yardsticks: Dict[str, Tuple[float, int]] = dataclasses.field(default_factory=dict)  # (median rate, VERSION)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -120,7 +121,7 @@ def parse_run(path: str) -> Run:
         raise HistoryError(f"{path}: no 'benchmarks' list; expected the file of pytest perf_tests --benchmark-json")
     rounds: Dict[str, List[float]] = {}
     verdicts: Dict[str, Optional[str]] = {}
-    yardsticks: Dict[str, float] = {}
+    yardsticks: Dict[str, Tuple[float, int]] = {}
     profiles = set()
     for b in benches:
         info = b.get("extra_info", {}) if isinstance(b, dict) else {}
@@ -132,10 +133,10 @@ def parse_run(path: str) -> Run:
                                "in extra_info; not a perf-suite run")
         rounds[key] = [float(x) for x in samples]
         verdicts[key] = info.get("verdict")
-        rates = info.get("yardstick_rates")
-        if info.get("yardstick_version") == yardstick.VERSION and isinstance(rates, list) and rates and \
+        rates, version = info.get("yardstick_rates"), info.get("yardstick_version")
+        if isinstance(version, int) and isinstance(rates, list) and rates and \
                 all(isinstance(x, (int, float)) and x > 0 for x in rates):
-            yardsticks[key] = statistics.median(rates)
+            yardsticks[key] = (statistics.median(rates), version)
         profiles.add(info.get("profile_id"))
     if not rounds:
         raise HistoryError(f"{path}: no perf-suite benchmarks in it (every combination skipped?)")
@@ -158,9 +159,13 @@ class History:
             self.db = sqlite3.connect(path)
             self.db.executescript(SCHEMA)
             columns = [row[1] for row in self.db.execute("PRAGMA table_info(samples)")]
-            if "yardstick" not in columns:  # a database made before runs timed the yardstick
-                with self.db:
+            with self.db:
+                if "yardstick" not in columns:  # a database made before runs timed the yardstick
                     self.db.execute("ALTER TABLE samples ADD COLUMN yardstick REAL")
+                if "yardstick_version" not in columns:
+                    # Such a database stored only rates of version 1, the one version there was then.
+                    self.db.execute("ALTER TABLE samples ADD COLUMN yardstick_version INTEGER")
+                    self.db.execute("UPDATE samples SET yardstick_version = 1 WHERE yardstick IS NOT NULL")
         except sqlite3.DatabaseError as e:
             raise HistoryError(f"{path}: not a usable history database ({e})") from None
 
@@ -181,10 +186,10 @@ class History:
             self.db.execute("INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
                             (run.run_id, run.profile_id, run.commit, run.commit_time, run.run_time,
                              int(run.refresh), run.source))
-            self.db.executemany("INSERT INTO samples (run_id, combination, rounds, median, verdict, yardstick) "
-                                "VALUES (?, ?, ?, ?, ?, ?)",
+            self.db.executemany("INSERT INTO samples (run_id, combination, rounds, median, verdict, yardstick, "
+                                "yardstick_version) VALUES (?, ?, ?, ?, ?, ?, ?)",
                                 [(run.run_id, key, json.dumps(r), statistics.median(r), run.verdicts[key],
-                                  run.yardsticks.get(key)) for key, r in run.rounds.items()])
+                                  *run.yardsticks.get(key, (None, None))) for key, r in run.rounds.items()])
         return True
 
     def profiles(self) -> List[str]:
@@ -211,24 +216,25 @@ class History:
 
         ``by_yardstick``: each run's images/sec divided by the yardstick rate timed beside it, times the
         series' median rate, so runs made while the runner was slower or faster compare as if made at a
-        typical moment; only runs that timed the yardstick count.
+        typical moment; only runs that timed the current yardstick (``yardstick.VERSION``) count.
 
         Raises:
           HistoryError: ``by_yardstick`` and no run of the combination timed the yardstick.
         """
         rows = self.db.execute(
-            "SELECT r.commit_id, r.commit_time, r.run_time, r.refresh, s.rounds, s.median, s.yardstick "
-            "FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? AND s.combination = ? "
-            "ORDER BY r.commit_time, r.run_time", (profile_id, combination)).fetchall()
+            "SELECT r.commit_id, r.commit_time, r.run_time, r.refresh, s.rounds, s.median, s.yardstick, "
+            "s.yardstick_version FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? "
+            "AND s.combination = ? ORDER BY r.commit_time, r.run_time", (profile_id, combination)).fetchall()
         scale = 1.0
         if by_yardstick:
-            rows = [row for row in rows if row[6]]
+            rows = [row for row in rows if row[6] and row[7] == yardstick.VERSION]
             if not rows:
-                raise HistoryError(f"{self.path}: no run of {combination} ({profile_id}) timed the yardstick; "
-                                   "runs record it from perf suites that have hpcnn.perf.yardstick")
+                raise HistoryError(f"{self.path}: no run of {combination} ({profile_id}) timed the yardstick "
+                                   f"(version {yardstick.VERSION}); runs record it from perf suites that have "
+                                   "hpcnn.perf.yardstick")
             scale = statistics.median(row[6] for row in rows)
         by_commit: Dict[str, dict] = {}
-        for commit, commit_time, _, refresh, rounds, median, rate in rows:
+        for commit, commit_time, _, refresh, rounds, median, rate, _ in rows:
             factor = scale / rate if by_yardstick else 1.0
             p = by_commit.setdefault(commit, {"time": commit_time, "medians": [], "rounds": [], "refresh": False})
             p["medians"].append(median * factor)
