@@ -196,6 +196,63 @@ def test_a_real_history_shows_its_planted_step_and_removal_at_alpha_0_05_and_no_
     assert [c.index for c in strict] in ([], [9, 12])  # a stricter test finds fewer steps, never others
 
 
+YARDSTICK_HISTORY = os.path.join(REPO, "unit_tests", "data", "history_yardstick.json")
+PLANTED, REMOVED = "9eabfdf", "ea2c11b"  # its commits 8 and 11 of 13
+
+
+def _yardstick_history(tmp_path):
+    """The real history of 13 commits x 5 sessions with the yardstick timed beside every round, as files
+    of `pytest perf_tests --benchmark-json`, stored in a new database; returns the database's path."""
+    with open(YARDSTICK_HISTORY) as f:
+        recorded = json.load(f)
+    files = []
+    for i, run in enumerate(recorded["runs"]):
+        benches = [{"name": f"test_throughput[{key}]", "extra_info": {
+            "combination": key, "images_per_sec_rounds": c["rounds"], "profile_id": recorded["profile_id"],
+            "verdict": c["verdict"], "yardstick_rates": c["yardstick"], "yardstick_version": recorded["version"]}}
+            for key, c in run["combinations"].items()]
+        path = tmp_path / f"run{i}.json"
+        path.write_text(json.dumps({"commit_info": {"id": run["commit"], "time": run["commit_time"]},
+                                    "datetime": run["run_time"], "benchmarks": benches}))
+        files.append(str(path))
+    db = str(tmp_path / "h.sqlite")
+    with history.History(db) as h:
+        for path in files:
+            h.add(history.parse_run(path))
+    return db
+
+
+def test_on_the_yardstick_a_real_history_shows_exactly_its_planted_step_and_removal_at_the_default_alpha(tmp_path):
+    db = _yardstick_history(tmp_path)
+    with history.History(db) as h:
+        series = list(h.selected())  # default: on the yardstick, since every run timed it
+        assert len(series) == 3 and all(on for *_, on in series)
+        for _, key, points, _ in series:
+            assert len(points) == 13 and all(p.runs == 5 for p in points)
+            changes = history.find_changes(points)
+            assert [points[c.index].commit[:7] for c in changes] == [PLANTED, REMOVED], key
+            slower, faster = changes
+            assert 0.85 < slower.ratio < slower.ci_high < 1 < faster.ci_low < faster.ratio < 1.15
+        # the same runs read raw: the runner's drift hides a step or makes one at a commit that changed nothing
+        raw = [[points[c.index].commit[:7] for c in history.find_changes(points)]
+               for _, _, points, on in h.selected(by_yardstick=False) if not on]
+        assert len(raw) == 3 and any(found != [PLANTED, REMOVED] for found in raw)
+
+
+def test_history_changes_says_which_series_it_read_on_the_yardstick_and_raw_reads_them_as_measured(tmp_path):
+    db = _yardstick_history(tmp_path)
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "history", "changes", f"--db={db}", "--only=lenet"]
+    default = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    lines = default.stdout.strip().splitlines()
+    assert default.returncode == 0 and len(lines) == 2, default.stdout
+    assert lines[0].startswith(f"{PROFILE} lenet-parameter_server-NHWC-1dev-fp32-b32 (on the yardstick): {REMOVED}")
+    assert lines[1].startswith(f"{PROFILE} lenet-parameter_server-NHWC-1dev-fp32-b32 (on the yardstick): {PLANTED}")
+    raw = subprocess.run(cmd + ["--raw"], capture_output=True, text=True, timeout=120)
+    assert raw.returncode == 0 and "(on the yardstick)" not in raw.stdout and raw.stdout != default.stdout
+    both = subprocess.run(cmd + ["--raw", "--by-yardstick"], capture_output=True, text=True, timeout=120)
+    assert both.returncode == 2 and "not allowed with argument" in both.stderr and "Traceback" not in both.stderr
+
+
 def test_history_commands_add_list_changes_newest_first_and_refuse_a_bad_file_in_one_line(tmp_path):
     rounds = _recorded_rounds()
     key = "trivial-independent-NHWC-2dev-fp32-b32"  # the quietest recorded combination: 3.6% between sessions

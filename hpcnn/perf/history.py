@@ -201,15 +201,28 @@ class History:
             "ORDER BY s.combination", (profile_id,))]
 
     def selected(self, profile: str = "", only: str = "",
-                 by_yardstick: bool = False) -> Iterator[Tuple[str, str, List[Point]]]:
-        """(profile id, combination, its series) of every stored combination, or of ``profile``'s only, and only
-        those whose key contains ``only``; ``by_yardstick``: see ``series``."""
+                 by_yardstick: Optional[bool] = None) -> Iterator[Tuple[str, str, List[Point], bool]]:
+        """(profile id, combination, its series, whether the series is on the yardstick) of every stored
+        combination, or of ``profile``'s only, and only those whose key contains ``only``.
+
+        ``by_yardstick``: see ``series``; None (the default) reads a combination on the yardstick where every
+        one of its runs timed it (``all_timed_yardstick``) and raw otherwise, so no run is left out.
+        """
         for pid in self.profiles():
             if profile and pid != profile:
                 continue
             for key in self.combinations(pid):
                 if only in key:
-                    yield pid, key, self.series(pid, key, by_yardstick)
+                    on = self.all_timed_yardstick(pid, key) if by_yardstick is None else by_yardstick
+                    yield pid, key, self.series(pid, key, on), on
+
+    def all_timed_yardstick(self, profile_id: str, combination: str) -> bool:
+        """Whether every stored run of the combination timed the current yardstick (``yardstick.VERSION``)."""
+        (untimed,) = self.db.execute(
+            "SELECT COUNT(*) FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? AND s.combination = ? "
+            "AND (s.yardstick IS NULL OR s.yardstick_version IS NOT ?)",
+            (profile_id, combination, yardstick.VERSION)).fetchone()
+        return untimed == 0
 
     def series(self, profile_id: str, combination: str, by_yardstick: bool = False) -> List[Point]:
         """The combination's points, one per commit, in commit-time order (first run's time for ties).

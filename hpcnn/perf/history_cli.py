@@ -26,8 +26,12 @@ def add_commands(sub) -> None:
         p.add_argument("--only", default="", help="only combinations whose key contains this")
         p.add_argument("--alpha", type=float, default=0.01,
                        help="chance that a series with no step shows one (default 0.01; 0 < alpha <= 0.2)")
-        p.add_argument("--by-yardstick", action="store_true",
-                       help="divide each run by the runner's speed timed beside it (runs that timed it only)")
+        view = p.add_mutually_exclusive_group()
+        view.add_argument("--by-yardstick", dest="by_yardstick", action="store_const", const=True, default=None,
+                          help="divide each run by the runner's speed timed beside it, leaving out runs that did "
+                               "not time it (default where every run of a combination timed it)")
+        view.add_argument("--raw", dest="by_yardstick", action="store_const", const=False,
+                          help="images/sec as measured, never divided by the runner's speed")
 
 
 def _alpha(args) -> float:
@@ -52,16 +56,19 @@ def cmd_history(args) -> int:
             return 0
         alpha = _alpha(args)
         with history.History(args.db) as h:
-            found, series = [], 0
-            for pid, key, points in h.selected(args.profile, args.only, args.by_yardstick):
-                series += 1
-                found += [(points[c.index].commit_time or "", pid, key, c) for c in history.find_changes(points, alpha)]
+            found, series, on_yardstick = [], 0, 0
+            for pid, key, points, on in h.selected(args.profile, args.only, args.by_yardstick):
+                series, on_yardstick = series + 1, on_yardstick + on
+                label = f"{pid} {key}{' (on the yardstick)' if on else ''}"
+                # newest first: by commit time, and by place in the series where commits share a second
+                found += [((points[c.index].commit_time or "", c.index), label, c)
+                          for c in history.find_changes(points, alpha)]
     except history.HistoryError as e:
         usage_error("hpcnn-perf", str(e))
-    for _, pid, key, change in sorted(found, key=lambda f: f[0], reverse=True):
-        print(f"{pid} {key}: {change.describe()}")
+    for _, label, change in sorted(found, key=lambda f: f[0], reverse=True):
+        print(f"{label}: {change.describe()}")
     if not found:
-        print(f"no steps found in {series} combination(s)")
+        print(f"no steps found in {series} combination(s), {on_yardstick} of them on the yardstick")
     return 0
 
 

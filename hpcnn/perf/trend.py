@@ -43,19 +43,22 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
     plt.close(fig)
 
 
+YARDSTICK_LABEL = "images/sec at the runner's median speed (on the yardstick)"
+
+
 def write_report(history: History, out_dir: str, profile: str = "", only: str = "", alpha: float = 0.01,
-                 jobs: Optional[int] = None, by_yardstick: bool = False) -> str:
+                 jobs: Optional[int] = None, by_yardstick: Optional[bool] = None) -> str:
     """Writes ``index.html`` and one PNG per combination into ``out_dir``, steps found at ``alpha`` marked;
     returns the page's path.
 
     Each combination's change search and plot are independent and CPU-bound (a 500-commit series: about a
     second each), so ``jobs`` processes (default: one per core) share them; the page lists them in the
-    history's order whatever order they finish in. ``by_yardstick``: ``History.series``'s.
+    history's order whatever order they finish in. ``by_yardstick``: ``History.selected``'s; each plot's
+    axis says which reading it shows.
     """
     os.makedirs(out_dir, exist_ok=True)
-    ylabel = "images/sec at the runner's median speed" if by_yardstick else "images/sec"
-    work = [(pid, key, points, out_dir, alpha, ylabel)
-            for pid, key, points in history.selected(profile, only, by_yardstick)]
+    work = [(pid, key, points, out_dir, alpha, YARDSTICK_LABEL if on else "images/sec")
+            for pid, key, points, on in history.selected(profile, only, by_yardstick)]
     jobs = min(jobs or os.cpu_count() or 1, len(work))
     if jobs > 1:
         import multiprocessing
