@@ -43,7 +43,7 @@ def plot_series(points: Sequence[Point], changes: Sequence[Change], title: str, 
     plt.close(fig)
 
 
-YARDSTICK_LABEL = "images/sec at the runner's median speed (on the yardstick)"
+YARDSTICK_LABEL = "images/sec on the yardstick"  # at the runner's median speed (History.series)
 
 
 def write_report(history: History, out_dir: str, profile: str = "", only: str = "", alpha: float = 0.01,
