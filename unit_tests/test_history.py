@@ -196,6 +196,15 @@ def test_a_real_history_shows_its_planted_step_and_removal_at_alpha_0_05_and_no_
     assert [c.index for c in strict] in ([], [9, 12])  # a stricter test finds fewer steps, never others
 
 
+def test_a_step_beside_a_small_dip_is_found_at_its_own_commit():
+    # a real 10% step right after a 3% dip of 5 commits (at 2% noise, not a step by itself): the step is found
+    # at its own commit and alone; when the search kept the first cut of its best split, it added 193-196 too
+    for seed in range(3):
+        y = 0.02 * np.random.default_rng(seed).standard_normal(300) + np.where(np.arange(300) >= 200, np.log(1.1), 0)
+        y[195:200] -= 0.03
+        assert [c.index for c in history.find_changes(_points(np.exp(y)))] == [200], seed
+
+
 YARDSTICK_HISTORY = os.path.join(REPO, "unit_tests", "data", "history_yardstick.json")
 PLANTED, REMOVED = "9eabfdf", "ea2c11b"  # its commits 8 and 11 of 13
 
