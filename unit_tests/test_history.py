@@ -170,7 +170,7 @@ def test_a_planted_10_percent_step_and_its_removal_are_found_at_their_commits():
             slower, faster = changes
             assert slower.ci_low < slower.ratio < slower.ci_high < 1 < faster.ci_low
             assert slower.after == _points(planted)[5].commit and slower.commits_before == 5
-    assert found >= 75 and false <= 4  # at 2% noise per commit; 200 seeds gave 169/200 and 4/200
+    assert found >= 75 and false <= 4  # at 2% noise per commit; 200 seeds gave 179/200 and 4/200
 
 
 def test_a_step_in_recorded_sessions_is_found_and_their_own_drift_is_not_a_step():
@@ -187,13 +187,32 @@ def test_a_step_in_recorded_sessions_is_found_and_their_own_drift_is_not_a_step(
 LENET_HISTORY = [1572, 1577, 1586, 1441, 1552, 1542, 1571, 1561, 1567, 1399, 1404, 1445, 1620, 1597, 1528]
 
 
-def test_a_real_history_shows_its_planted_step_and_removal_at_alpha_0_05_and_no_other_step():
-    changes = history.find_changes(_points(LENET_HISTORY), alpha=0.05)
-    assert [c.index for c in changes] == [9, 12]  # not the lone low commit at index 3
-    slower, faster = changes
-    assert slower.ci_high < 1 < faster.ci_low and 0.85 < slower.ratio < 0.95
-    strict = history.find_changes(_points(LENET_HISTORY), alpha=0.01)
-    assert [c.index for c in strict] in ([], [9, 12])  # a stricter test finds fewer steps, never others
+def test_a_real_history_read_raw_shows_no_step_but_the_planted_ones():
+    # its lone low commit at index 3 is as deep as the planted step: against its own residuals, the 3-commit dip
+    # is no longer clear of such noise at 15 commits, so a step may go unseen but none is made up
+    for alpha in (0.01, 0.05):
+        changes = history.find_changes(_points(LENET_HISTORY), alpha=alpha)
+        assert [c.index for c in changes] in ([], [9, 12]), alpha
+
+
+def _session_noise():
+    """Each real session's deviation from the median of its commit's other four sessions (log images/sec):
+    single sessions of a shared runner, heavy-tailed (one ran at 0.6x)."""
+    with open(YARDSTICK_HISTORY) as f:
+        runs = json.load(f)["runs"]
+    by = {}
+    for run in runs:
+        for key, c in run["combinations"].items():
+            by.setdefault((key, run["commit"]), []).append(np.log(np.median(c["rounds"])))
+    return np.array([v[i] - np.median(np.delete(v, i)) for v in map(np.array, by.values()) for i in range(len(v))])
+
+
+def test_long_series_of_real_session_noise_show_no_step():
+    noise = _session_noise()
+    assert noise.min() < -0.3  # the premise: tails no normal noise of this spread has
+    rng = np.random.default_rng(0)
+    flat = [history.find_changes(_points(np.exp(rng.choice(noise, 300)))) for _ in range(20)]
+    assert sum(bool(f) for f in flat) <= 1  # against normal noise (before): steps in about 30% of such series
 
 
 def test_a_step_beside_a_small_dip_is_found_at_its_own_commit():
