@@ -351,16 +351,26 @@ def test_a_resumed_quality_record_counts_the_runs_of_every_session():
     assert s["flagged"] == {"0.0": 0, "0.1": 2}
     planted = [x["planted"] for x in TWO_SESSIONS["combinations"][key]["0.1"]]
     assert s["per_combination"][key]["0.1"]["planted_measured"] == pytest.approx(sum(planted) / 2)
+    startups = [x["startup_s"][key] for x in TWO_SESSIONS["sessions"]]  # each session started its workers once
+    assert s["startup_seconds"] == pytest.approx(sum(startups) / 2)
+    three_runs = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS,
+                  "sessions": [{**TWO_SESSIONS["sessions"][0], "runs": 3}, TWO_SESSIONS["sessions"][1]]}
+    per_run = [startups[0] / 3, startups[1]]  # fresh workers: a session's startup seconds are spread over its runs
+    assert quality.summarize_paired(three_runs)["startup_seconds"] == pytest.approx(sum(per_run) / 2)
 
 
 def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile():
     combo = [Combination("trivial", "independent", "NHWC", 2, "fp32", 32, 20)]
     same = dict(combos=combo, slowdowns=[0.10], schedule=sequential.Schedule(4, 4, 8), threshold=0.02,
                 alpha=gate.DEFAULT_ALPHA)
-    quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    # recorded before each run started its own workers: another measurement (twenty looks at one worker pair)
+    with pytest.raises(ValueError, match="workers is None, this run's 'fresh per run'"):
+        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    fresh = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS}
+    quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="profile_id is 'cpu-amd-epyc-avx2-onednn-2c-tf2.21'"):
-        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx512-amx-onednn-2c-tf2.21", **same)
+        quality.check_resumable(fresh, "cpu-amd-epyc-avx512-amx-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="levels"):
-        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **{**same, "slowdowns": [0.05]})
+        quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **{**same, "slowdowns": [0.05]})
     with pytest.raises(ValueError, match="not a record"):
         quality.check_resumable([1], "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)

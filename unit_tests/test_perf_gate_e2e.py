@@ -113,6 +113,21 @@ def test_gate_quality_resumes_only_a_record_of_the_same_measurement(tmp_path):
     assert p.returncode == 2 and "--resume: cannot read" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_planted_slowdown(tmp_path):
+    record = tmp_path / "q.json"
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", f"--only={COMBO}",
+                        "--slowdowns=0.5", "--min-rounds=8", "--max-rounds=8", "--runs=2", f"--json={record}"],
+                       cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(record.read_text())
+    assert r["workers"] == "fresh per run" and r["summary"]["runs"] == 2
+    unchanged, planted = r["combinations"][COMBO]["0.0"], r["combinations"][COMBO]["0.5"]
+    pids = [set(x["pids"]) for x in unchanged + planted]
+    assert not (pids[0] | pids[2]) & (pids[1] | pids[3])  # run 2 timed none of run 1's processes
+    assert [x["verdict"] for x in planted] == ["REGRESSION"] * 2 and all(x["ratio"] < 0.8 for x in planted)
+    assert r["summary"]["flagged"]["0.5"] == 2 and "planted  50%: 2/2 runs caught" in p.stdout
+
+
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
     from hpcnn.perf import baselines
     from hpcnn.perf.profile import detect, profile_id

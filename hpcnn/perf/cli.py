@@ -307,7 +307,8 @@ def cmd_gate_quality(args):
         for s, flagged in summary["flagged"].items():
             what = "runs with a false failure" if float(s) == 0 else "runs caught"
             print(f"planted {float(s):4.0%}: {flagged}/{summary['runs']} {what} ({summary['sessions']} "
-                  f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s")
+                  f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s, plus "
+                  f"{summary['startup_seconds']:.0f} s starting each run's workers")
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")

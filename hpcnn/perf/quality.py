@@ -30,60 +30,67 @@ from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved
 
 
+FRESH_WORKERS = "fresh per run"  # a record's "workers": each run starts its own (records without it kept theirs)
+
+
 def paired_quality(here: str, combos: List[Combination], device: str, runs: int, slowdowns: Sequence[float],
                    schedule: sequential.Schedule, threshold: float, alpha: float, log=print,
                    save: Optional[Callable[[dict], None]] = None, profile_id: str = "",
                    resume: Optional[dict] = None) -> dict:
     """``runs`` runs of the matrix, each a sequential comparison of unchanged code against itself and each slowdown.
 
-    Every combination's workers (A, an unchanged B and one B per slowdown) start
-    once and live through all runs, so a run costs what a merge request's
-    comparisons would once started. ``save`` gets the record after every run,
-    so an interrupted measurement keeps the runs it finished.
+    Every run starts its own workers (A, an unchanged B and one B per slowdown) for each combination and
+    closes them once the combination is judged, as a merge request's comparison does. A worker process
+    runs at its own steady offset, which rebuilding the benchmark inside it does not remove (alexnet here:
+    one unchanged B ran 2.0-2.5% below its A in three quiet runs, every one of their 40 pairs below 1):
+    workers kept through all runs
+    would make the runs twenty looks at one draw of that offset instead of twenty draws. ``save`` gets
+    the record after every run, so an interrupted measurement keeps the runs it finished.
 
     ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
-    extend; a run of the smoke matrix at three levels costs about 25 minutes on a 2-core CPU, so twenty
-    runs take more than one sitting. Each session's measured plant sizes are kept with its runs.
+    extend; a run of the smoke matrix at three levels costs about half an hour on a 2-core CPU, so twenty
+    runs take more than one sitting.
     """
     levels = [0.0] + [s for s in slowdowns if s > 0]
     each = gate.combination_alpha(alpha, len(combos))
     record: Dict[str, dict] = resume or {
         "profile_id": profile_id, "alpha": alpha, "combination_alpha": each, "threshold": threshold,
-        "schedule": vars(schedule), "levels": levels, "sessions": [],
+        "schedule": vars(schedule), "levels": levels, "workers": FRESH_WORKERS, "sessions": [],
         "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
-    record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {}, "planted": {}})
-    workers: Dict[str, tuple] = {}
-    try:
+    record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos}})
+    for run in range(runs):
         for combo in combos:
+            per = record["combinations"][combo.key]
             started = time.perf_counter()
             warm = paired.warmup_steps_for(combo)
-            workers[combo.key] = a, sides = (paired.Side(here, combo, device, warm),
-                                             {s: paired.Side(here, combo, device, warm, s) for s in levels})
-            record["sessions"][session]["startup_s"][combo.key] = time.perf_counter() - started
-            record["sessions"][session]["planted"][combo.key] = {str(s): sides[s].planted_fraction for s in levels}
-        for run in range(runs):
-            for combo in combos:
-                a, sides = workers[combo.key]
-                per = record["combinations"][combo.key]
+            sides: Dict[float, paired.Side] = {}
+            workers: List[paired.Side] = []
+            try:
+                a = paired.Side(here, combo, device, warm)
+                workers.append(a)
+                for s in levels:
+                    sides[s] = paired.Side(here, combo, device, warm, s)
+                    workers.append(sides[s])
+                record["sessions"][session]["startup_s"][combo.key] += time.perf_counter() - started
                 for s in interleaved(levels, run):
                     t0 = time.perf_counter()
                     v, ra, rb = sequential.run_sequential(paired.pair_runner(a, sides[s], combo), schedule,
                                                           threshold, each)
                     per[str(s)].append({"a": ra, "b": rb, "ratio": v.ratio, "verdict": v.verdict,
                                         "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0,
-                                        "session": session, "planted": sides[s].planted_fraction})
-                log(f"run {run + 1} {combo.key}: " + ", ".join(
-                    f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
-                    f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
-            record["sessions"][session]["runs"] = run + 1
-            record["summary"] = summarize_paired(record)
-            if save:
-                save(record)
-    finally:
-        for a, sides in workers.values():
-            for side in [a, *sides.values()]:
-                side.close()
+                                        "session": session, "planted": sides[s].planted_fraction,
+                                        "pids": [a.proc.pid, sides[s].proc.pid]})
+            finally:
+                for side in workers:
+                    side.close()
+            log(f"run {run + 1} {combo.key}: " + ", ".join(
+                f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
+                f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
+        record["sessions"][session]["runs"] = run + 1
+        record["summary"] = summarize_paired(record)
+        if save:
+            save(record)
     return record
 
 
@@ -96,7 +103,7 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
     asked = {"profile_id": profile_id, "combinations": sorted(c.key for c in combos), "levels": levels,
-             "schedule": vars(schedule), "threshold": threshold, "alpha": alpha}
+             "schedule": vars(schedule), "threshold": threshold, "alpha": alpha, "workers": FRESH_WORKERS}
     for field, want in asked.items():
         have = record.get(field)
         if field == "combinations":
@@ -125,7 +132,10 @@ def summarize_paired(record: dict) -> dict:
                      "median_mds": statistics.median(x["mds"] for x in c[str(s)][:runs]),
                      "median_ratio": statistics.median(x["ratio"] for x in c[str(s)][:runs]),
                      "planted_measured": statistics.median(x["planted"] for x in c[str(s)][:runs])} for s in levels}
-    out["startup_seconds"] = statistics.median(sum(x["startup_s"].values()) for x in record["sessions"])
+    # seconds spent starting every combination's workers, per run (workers kept through a session: per session)
+    fresh = record.get("workers") == FRESH_WORKERS
+    out["startup_seconds"] = statistics.median(sum(x["startup_s"].values()) / (x["runs"] if fresh else 1)
+                                               for x in record["sessions"] if x["runs"])
     return out
 
 
