@@ -205,23 +205,16 @@ class History:
         combination, or of ``profile``'s only, and only those whose key contains ``only``.
 
         ``by_yardstick``: see ``series``; None (the default) reads a combination on the yardstick where every
-        one of its runs timed it (``all_timed_yardstick``) and raw otherwise, so no run is left out.
+        one of its runs timed the current yardstick and raw otherwise, so no run is left out.
         """
         for pid in self.profiles():
             if profile and pid != profile:
                 continue
             for key in self.combinations(pid):
                 if only in key:
-                    on = self.all_timed_yardstick(pid, key) if by_yardstick is None else by_yardstick
-                    yield pid, key, self.series(pid, key, on), on
-
-    def all_timed_yardstick(self, profile_id: str, combination: str) -> bool:
-        """Whether every stored run of the combination timed the current yardstick (``yardstick.VERSION``)."""
-        (untimed,) = self.db.execute(
-            "SELECT COUNT(*) FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? AND s.combination = ? "
-            "AND (s.yardstick IS NULL OR s.yardstick_version IS NOT ?)",
-            (profile_id, combination, yardstick.VERSION)).fetchone()
-        return untimed == 0
+                    rows = self._rows(pid, key)
+                    on = all(map(_timed, rows)) if by_yardstick is None else by_yardstick
+                    yield pid, key, self._points(rows, pid, key, on), on
 
     def series(self, profile_id: str, combination: str, by_yardstick: bool = False) -> List[Point]:
         """The combination's points, one per commit, in commit-time order (first run's time for ties).
@@ -233,13 +226,19 @@ class History:
         Raises:
           HistoryError: ``by_yardstick`` and no run of the combination timed the yardstick.
         """
-        rows = self.db.execute(
+        return self._points(self._rows(profile_id, combination), profile_id, combination, by_yardstick)
+
+    def _rows(self, profile_id: str, combination: str) -> List[tuple]:
+        return self.db.execute(
             "SELECT r.commit_id, r.commit_time, r.run_time, r.refresh, s.rounds, s.median, s.yardstick, "
             "s.yardstick_version FROM samples s JOIN runs r USING (run_id) WHERE r.profile_id = ? "
             "AND s.combination = ? ORDER BY r.commit_time, r.run_time", (profile_id, combination)).fetchall()
+
+    def _points(self, rows: List[tuple], profile_id: str, combination: str, by_yardstick: bool) -> List[Point]:
+        """``series`` of the combination's ``rows``."""
         scale = 1.0
         if by_yardstick:
-            rows = [row for row in rows if row[6] and row[7] == yardstick.VERSION]
+            rows = [row for row in rows if _timed(row)]
             if not rows:
                 raise HistoryError(f"{self.path}: no run of {combination} ({profile_id}) timed the yardstick "
                                    f"(version {yardstick.VERSION}); runs record it from perf suites that have "
@@ -254,6 +253,11 @@ class History:
             p["refresh"] |= bool(refresh)
         return [Point(c, p["time"], statistics.median(p["medians"]), p["rounds"], len(p["medians"]), p["refresh"])
                 for c, p in by_commit.items()]
+
+
+def _timed(row: tuple) -> bool:
+    """Whether a ``History._rows`` row timed the current yardstick (``yardstick.VERSION``)."""
+    return bool(row[6]) and row[7] == yardstick.VERSION
 
 
 def find_changes(points: Sequence[Point], alpha: float = 0.01, min_size: int = 2, draws: int = 2000,
