@@ -22,7 +22,7 @@ import select
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved, throughput
@@ -149,11 +149,22 @@ def warmup_steps_for(combo: Combination) -> int:
 
 def open_pair(a_dir: str, b_dir: str, combo: Combination, device: str, plant_b: float = 0.0):
     """Starts the A and B workers one after the other (so warm-ups do not compete)."""
+    a, bs = open_sides(a_dir, b_dir, combo, device, [plant_b])
+    return a, bs[plant_b]
+
+
+def open_sides(a_dir: str, b_dir: str, combo: Combination, device: str,
+               plants: Sequence[float]) -> Tuple[Side, Dict[float, Side]]:
+    """Starts A, then one B per planted slowdown in ``plants``, one after the other; if one fails to start,
+    those already started are closed."""
     warmup = warmup_steps_for(combo)
-    a = Side(a_dir, combo, device, warmup)
+    started: List[Side] = []
     try:
-        b = Side(b_dir, combo, device, warmup, plant_b)
+        started.append(Side(a_dir, combo, device, warmup))
+        for plant in plants:
+            started.append(Side(b_dir, combo, device, warmup, plant))
     except BaseException:
-        a.close()
+        for side in started:
+            side.close()
         raise
-    return a, b
+    return started[0], dict(zip(plants, started[1:]))

@@ -43,9 +43,9 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     closes them once the combination is judged, as a merge request's comparison does. A worker process
     runs at its own steady offset, which rebuilding the benchmark inside it does not remove (alexnet here:
     one unchanged B ran 2.0-2.5% below its A in three quiet runs, every one of their 40 pairs below 1):
-    workers kept through all runs
-    would make the runs twenty looks at one draw of that offset instead of twenty draws. ``save`` gets
-    the record after every run, so an interrupted measurement keeps the runs it finished.
+    workers kept through all runs would make the runs twenty looks at one draw of that offset instead of
+    twenty draws. ``save`` gets the record after every run, so an interrupted measurement keeps the runs
+    it finished.
 
     ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
     extend; a run of the smoke matrix at three levels costs about half an hour on a 2-core CPU, so twenty
@@ -63,16 +63,9 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
         for combo in combos:
             per = record["combinations"][combo.key]
             started = time.perf_counter()
-            warm = paired.warmup_steps_for(combo)
-            sides: Dict[float, paired.Side] = {}
-            workers: List[paired.Side] = []
+            a, sides = paired.open_sides(here, here, combo, device, levels)
+            record["sessions"][session]["startup_s"][combo.key] += time.perf_counter() - started
             try:
-                a = paired.Side(here, combo, device, warm)
-                workers.append(a)
-                for s in levels:
-                    sides[s] = paired.Side(here, combo, device, warm, s)
-                    workers.append(sides[s])
-                record["sessions"][session]["startup_s"][combo.key] += time.perf_counter() - started
                 for s in interleaved(levels, run):
                     t0 = time.perf_counter()
                     v, ra, rb = sequential.run_sequential(paired.pair_runner(a, sides[s], combo), schedule,
@@ -82,7 +75,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
                                         "session": session, "planted": sides[s].planted_fraction,
                                         "pids": [a.proc.pid, sides[s].proc.pid]})
             finally:
-                for side in workers:
+                for side in [a, *sides.values()]:
                     side.close()
             log(f"run {run + 1} {combo.key}: " + ", ".join(
                 f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
