@@ -16,8 +16,9 @@ GPU = {**CPU, "cpu_cores": 96, "gpu_models": ["NVIDIA H100 80GB HBM3"] * 8, "gpu
        "gpu_mig": False, "gpu_driver_major": "550"}
 
 # nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap,mig.mode.current --format=csv,noheader,nounits
-# in the format nvidia-smi documents (no GPU machine with TensorFlow was available to record one).
-SMI_H100 = "NVIDIA H100 80GB HBM3, 81559, 550.54.15, 9.0, Disabled\n" * 2
+# as printed on a lent H100 machine (2026-11-24, nvidia-smi 580.159.04). It prints one such line per GPU;
+# the recorded line twice stands for a two-GPU machine.
+SMI_H100 = "NVIDIA H100 80GB HBM3, 81559, 580.159.04, 9.0, Disabled\n" * 2
 SMI_T4 = "Tesla T4, 15360, 535.104.05, 7.5, [N/A]\n"
 
 
@@ -58,10 +59,10 @@ def test_profiles_differing_in_any_one_identity_field_get_different_ids(base):
 def test_nvidia_smi_rows_become_the_gpu_fields():
     rows = parse_nvidia_smi(SMI_H100)
     assert len(rows) == 2 and rows[0] == {"name": "NVIDIA H100 80GB HBM3", "memory_mib": 81559,
-                                          "driver": "550.54.15", "compute_capability": "9.0", "mig": "Disabled"}
+                                          "driver": "580.159.04", "compute_capability": "9.0", "mig": "Disabled"}
     fields = gpu_fields(["NVIDIA H100 80GB HBM3"] * 2, rows)
     assert fields == {"gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 80, "gpu_compute_capability": "9.0",
-                      "gpu_mig": False, "gpu_driver_major": "550"}
+                      "gpu_mig": False, "gpu_driver_major": "580"}
     t4 = gpu_fields(["Tesla T4"], parse_nvidia_smi(SMI_T4))
     assert t4["gpu_mig"] is False and t4["gpu_memory_gb"] == 15 and t4["gpu_compute_capability"] == "7.5"
     assert parse_nvidia_smi("") == [] and gpu_fields([], []) == {
