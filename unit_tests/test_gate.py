@@ -137,13 +137,18 @@ def test_paired_judgement_refuses_unequal_or_tiny_sides():
 
 class _TimedSide:
     """A paired side whose steps each take ``step_s`` seconds; it logs (name, steps) of every chunk it runs
-    and (name, "rebuild") of every rebuild."""
+    and (name, "rebuild") or (name, "restart") of every rebuild and restart (which gives it a new pid)."""
 
     def __init__(self, name, step_s, log):
         self.name, self.step_s, self.log = name, step_s, log
+        self.pids = [f"{name}0"]
 
     def rebuild(self):
         self.log.append((self.name, "rebuild"))
+
+    def restart(self):
+        self.log.append((self.name, "restart"))
+        self.pids.append(f"{self.name}{len(self.pids)}")
 
     def run(self, steps):
         self.log.append((self.name, steps))
@@ -163,6 +168,26 @@ def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own
     log.clear()
     run_pair(2)
     assert log[:2] == [("A", "rebuild"), ("B", "rebuild")] and ("A", "rebuild") not in log[2:]
+
+
+def test_both_sides_restart_as_new_processes_every_few_pairs_and_rebuild_between():
+    log = []
+    a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
+    run_pair = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 2, "fp32", 16, 4),
+                                  chunks=2, restart_every=3)
+    for r in range(7):
+        run_pair(r)
+    before_pairs = [e for e in log if e[1] in ("rebuild", "restart")]
+    assert [what for _, what in before_pairs[::2]] == ["rebuild", "rebuild", "restart", "rebuild", "rebuild",
+                                                        "restart"]  # before pairs 1..6: restarts before 3 and 6
+    assert before_pairs[4:6] == [("B", "restart"), ("A", "restart")]  # in the order pair 3's chunks start
+    assert run_pair.processes == [("A0", "B0")] * 3 + [("A1", "B1")] * 3 + [("A2", "B2")]
+    never = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 2, "fp32", 16, 4),
+                               restart_every=0)
+    log.clear()
+    for r in range(5):
+        never(r)
+    assert ("A", "restart") not in log and never.processes == [("A2", "B2")] * 5
 
 
 def _busy_share_of_one_core(seconds):
@@ -366,8 +391,14 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     # recorded before each run started its own workers: another measurement (twenty looks at one worker pair)
     with pytest.raises(ValueError, match="workers is None, this run's 'fresh per run'"):
         quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
-    fresh = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS}
+    # fresh workers, but each comparison over one process pair: another measurement too
+    with pytest.raises(ValueError, match="restart_every is None, this run's 4"):
+        quality.check_resumable({**TWO_SESSIONS, "workers": quality.FRESH_WORKERS},
+                                "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    fresh = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4}
     quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    with pytest.raises(ValueError, match="restart_every is 4, this run's 2"):
+        quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same, restart_every=2)
     with pytest.raises(ValueError, match="profile_id is 'cpu-amd-epyc-avx2-onednn-2c-tf2.21'"):
         quality.check_resumable(fresh, "cpu-amd-epyc-avx512-amx-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="levels"):

@@ -120,10 +120,13 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_pl
                        cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(record.read_text())
-    assert r["workers"] == "fresh per run" and r["summary"]["runs"] == 2
+    assert r["workers"] == "fresh per run" and r["restart_every"] == 4 and r["summary"]["runs"] == 2
     unchanged, planted = r["combinations"][COMBO]["0.0"], r["combinations"][COMBO]["0.5"]
-    pids = [set(x["pids"]) for x in unchanged + planted]
+    pids = [{p for pair in x["pids"] for p in pair} for x in unchanged + planted]
     assert not (pids[0] | pids[2]) & (pids[1] | pids[3])  # run 2 timed none of run 1's processes
+    for x in unchanged + planted:  # 8 pairs over two process pairs: both sides restarted before pair 4
+        assert len(x["pids"]) == 8 and len(set(map(tuple, x["pids"]))) == 2
+        assert x["pids"][3] == x["pids"][0] and set(x["pids"][4]).isdisjoint(x["pids"][3])
     assert [x["verdict"] for x in planted] == ["REGRESSION"] * 2 and all(x["ratio"] < 0.8 for x in planted)
     assert r["summary"]["flagged"]["0.5"] == 2 and "planted  50%: 2/2 runs caught" in p.stdout
 

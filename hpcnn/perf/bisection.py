@@ -201,8 +201,10 @@ class PairedJudge:
     """
 
     def __init__(self, trees: Worktrees, good: str, combo: Combination, device: str,
-                 schedule: sequential.Schedule, threshold: float, alpha: float, overrides: Optional[dict] = None):
+                 schedule: sequential.Schedule, threshold: float, alpha: float, overrides: Optional[dict] = None,
+                 restart_every: int = paired.RESTART_EVERY):
         self.trees, self.combo, self.device, self.overrides = trees, combo, device, overrides
+        self.restart_every = restart_every
         self.schedule, self.threshold, self.alpha = schedule, threshold, alpha
         self.good = self._side(trees.add(good))
 
@@ -219,8 +221,8 @@ class PairedJudge:
             self.trees.remove(tree)
             return Step(commit, SKIP, None, time.perf_counter() - started, first_error_line(e))
         try:
-            v, _, _ = sequential.run_sequential(paired.pair_runner(self.good, side, self.combo), self.schedule,
-                                                self.threshold, self.alpha)
+            run_pair = paired.pair_runner(self.good, side, self.combo, restart_every=self.restart_every)
+            v, _, _ = sequential.run_sequential(run_pair, self.schedule, self.threshold, self.alpha)
         except paired.WorkerError as e:
             return Step(commit, SKIP, None, time.perf_counter() - started, first_error_line(e))
         finally:

@@ -2,7 +2,7 @@
 
     hpcnn-perf [--onednn=auto|on|off] profile [--json]
     hpcnn-perf compare --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] [--perf-matrix=smoke] [--only=SUBSTR]
-                       [--min-rounds=8] [--max-rounds=20] [--threshold=0.02]
+                       [--min-rounds=8] [--max-rounds=20] [--threshold=0.02] [--restart-every=4]
     hpcnn-perf bisect --good=REV [--bad=HEAD] --only=COMBINATION [--max-rounds=20] [--threshold=0.02]
     hpcnn-perf explain --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] --only=COMBINATION [--pairs=8] [--data_dir=DIR]
     hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH [--resume]]
@@ -28,7 +28,7 @@ from typing import List
 
 from hpcnn import jsonfile
 from hpcnn.config import ONEDNN
-from hpcnn.perf import gate, history_cli
+from hpcnn.perf import gate, history_cli, paired
 from hpcnn.perf.bisection import BisectError, Worktrees
 from hpcnn.usage import Parser, usage_error
 from hpcnn.perf.matrix import Combination, build_matrix
@@ -45,6 +45,12 @@ def _fraction(text):
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text} is not a fraction between 0 and 1")
     return value
+
+
+def _pairs_per_process(text):
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of round pairs (0: never restart)")
+    return int(text)
 
 
 def _parser():
@@ -65,6 +71,9 @@ def _parser():
         s.add_argument("--max-rounds", type=int, default=20, help="most round pairs per combination")
         s.add_argument("--threshold", type=_fraction, default=gate.PAIRED_THRESHOLD,
                        help="smallest drop that fails (paired mode)")
+        s.add_argument("--restart-every", type=_pairs_per_process, default=paired.RESTART_EVERY,
+                       help="both sides restart as new processes every N round pairs, so that a comparison "
+                            "spans several process pairs (0: never; default %(default)s)")
     cmp_ = sub.choices["compare"]
     cmp_.add_argument("--baseline", required=True, help="git revision or directory (side A)")
     cmp_.add_argument("--candidate", default=".", help="git revision or directory (side B); default: this tree")
@@ -148,7 +157,7 @@ def cmd_profile(args):
 
 def cmd_compare(args):
     """Each combination: A and B interleaved in round pairs until the sequential gate is sure."""
-    from hpcnn.perf import paired, sequential
+    from hpcnn.perf import sequential
     from hpcnn.perf.report import format_table, investigate_commands
 
     device = _device(args)
@@ -164,7 +173,8 @@ def cmd_compare(args):
         for combo in combos:
             a, b = paired.open_pair(a_dir, b_dir, combo, device, args.plant_slowdown)
             try:
-                v, _, _ = sequential.run_sequential(paired.pair_runner(a, b, combo), schedule, args.threshold, each)
+                run_pair = paired.pair_runner(a, b, combo, restart_every=args.restart_every)
+                v, _, _ = sequential.run_sequential(run_pair, schedule, args.threshold, each)
             finally:
                 a.close()
                 b.close()
@@ -182,7 +192,7 @@ def cmd_compare(args):
 
 def cmd_bisect(args):
     """The first commit in --good..--bad where one combination got slower, by paired comparisons against good."""
-    from hpcnn.perf import bisection, paired
+    from hpcnn.perf import bisection
 
     device = _device(args)
     combo = _one_combo(args, device)
@@ -195,7 +205,7 @@ def cmd_bisect(args):
     with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
         try:
             judge = bisection.PairedJudge(trees, args.good, combo, device, _schedule(args), args.threshold,
-                                          gate.DEFAULT_ALPHA, _data_dir(args))
+                                          gate.DEFAULT_ALPHA, _data_dir(args), args.restart_every)
         except paired.WorkerError as e:
             _usage(f"--good={args.good!r} does not run {combo.key}: {bisection.first_error_line(e)}")
         try:
@@ -227,7 +237,7 @@ def _one_combo(args, device) -> Combination:
 
 def cmd_explain(args):
     """Which stage of the step moved from --baseline to --candidate: the variants that isolate each, interleaved."""
-    from hpcnn.perf import explain, paired
+    from hpcnn.perf import explain
 
     device = _device(args)
     combo = _one_combo(args, device)
@@ -302,7 +312,8 @@ def cmd_gate_quality(args):
         pid = profile_id(detect())
         earlier = _resumable(args, quality, pid, combos, slowdowns, schedule) if args.resume else None
         record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
-                                        gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier)
+                                        gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
+                                        restart_every=args.restart_every)
         summary = record["summary"]
         for s, flagged in summary["flagged"].items():
             what = "runs with a false failure" if float(s) == 0 else "runs caught"
@@ -335,7 +346,8 @@ def _resumable(args, quality, pid, combos, slowdowns, schedule) -> dict:
     try:
         with open(args.json) as f:
             earlier = json.load(f)
-        quality.check_resumable(earlier, pid, combos, slowdowns, schedule, args.threshold, gate.DEFAULT_ALPHA)
+        quality.check_resumable(earlier, pid, combos, slowdowns, schedule, args.threshold, gate.DEFAULT_ALPHA,
+                                args.restart_every)
     except OSError as e:
         _usage(f"--resume: cannot read {args.json} ({e.strerror})")
     except (ValueError, AttributeError, TypeError) as e:

@@ -36,7 +36,7 @@ FRESH_WORKERS = "fresh per run"  # a record's "workers": each run starts its own
 def paired_quality(here: str, combos: List[Combination], device: str, runs: int, slowdowns: Sequence[float],
                    schedule: sequential.Schedule, threshold: float, alpha: float, log=print,
                    save: Optional[Callable[[dict], None]] = None, profile_id: str = "",
-                   resume: Optional[dict] = None) -> dict:
+                   resume: Optional[dict] = None, restart_every: int = paired.RESTART_EVERY) -> dict:
     """``runs`` runs of the matrix, each a sequential comparison of unchanged code against itself and each slowdown.
 
     Every run starts its own workers (A, an unchanged B and one B per slowdown) for each combination and
@@ -44,7 +44,8 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     runs at its own steady offset, which rebuilding the benchmark inside it does not remove (alexnet here:
     one unchanged B ran 2.0-2.5% below its A in three quiet runs, every one of their 40 pairs below 1):
     workers kept through all runs would make the runs twenty looks at one draw of that offset instead of
-    twenty draws. ``save`` gets the record after every run, so an interrupted measurement keeps the runs
+    twenty draws; inside a comparison both sides restart every ``restart_every`` pairs, as ``compare``'s
+    do (``paired.pair_runner``). ``save`` gets the record after every run, so an interrupted measurement keeps the runs
     it finished.
 
     ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
@@ -55,7 +56,8 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     each = gate.combination_alpha(alpha, len(combos))
     record: Dict[str, dict] = resume or {
         "profile_id": profile_id, "alpha": alpha, "combination_alpha": each, "threshold": threshold,
-        "schedule": vars(schedule), "levels": levels, "workers": FRESH_WORKERS, "sessions": [],
+        "schedule": vars(schedule), "levels": levels, "workers": FRESH_WORKERS,
+        "restart_every": restart_every, "sessions": [],
         "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
     record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos}})
@@ -68,12 +70,12 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
             try:
                 for s in interleaved(levels, run):
                     t0 = time.perf_counter()
-                    v, ra, rb = sequential.run_sequential(paired.pair_runner(a, sides[s], combo), schedule,
-                                                          threshold, each)
+                    run_pair = paired.pair_runner(a, sides[s], combo, restart_every=restart_every)
+                    v, ra, rb = sequential.run_sequential(run_pair, schedule, threshold, each)
                     per[str(s)].append({"a": ra, "b": rb, "ratio": v.ratio, "verdict": v.verdict,
                                         "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0,
                                         "session": session, "planted": sides[s].planted_fraction,
-                                        "pids": [a.proc.pid, sides[s].proc.pid]})
+                                        "pids": run_pair.processes})
             finally:
                 for side in [a, *sides.values()]:
                     side.close()
@@ -88,15 +90,17 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
 
 
 def check_resumable(record: dict, profile_id: str, combos: List[Combination], slowdowns: Sequence[float],
-                    schedule: sequential.Schedule, threshold: float, alpha: float) -> None:
+                    schedule: sequential.Schedule, threshold: float, alpha: float,
+                    restart_every: int = paired.RESTART_EVERY) -> None:
     """Raises ValueError naming the first thing in which ``record`` is not the measurement asked for now:
     another hardware profile (figures of two machines do not pool), other combinations, levels, schedule,
-    threshold or alpha."""
+    threshold, alpha or restarts (records made before restarts existed have none and are refused)."""
     if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
     asked = {"profile_id": profile_id, "combinations": sorted(c.key for c in combos), "levels": levels,
-             "schedule": vars(schedule), "threshold": threshold, "alpha": alpha, "workers": FRESH_WORKERS}
+             "schedule": vars(schedule), "threshold": threshold, "alpha": alpha, "workers": FRESH_WORKERS,
+             "restart_every": restart_every}
     for field, want in asked.items():
         have = record.get(field)
         if field == "combinations":
