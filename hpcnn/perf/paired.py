@@ -12,12 +12,11 @@ from -1.7% to +3.3%. A test over rounds of one build would judge that build, not
 the code, so both sides rebuild before every round pair after the first: each
 pair then samples a fresh build offset.
 
-A rebuild does not reach everything a process carries, though. Over 54
-comparisons with fresh workers (smoke matrix, unchanged and planted), the mean
-log-ratio of a comparison strayed from its planted size by 1.0% (sd) where its
-own pairs' standard error was 0.6%: process pairs differ by about 0.8% of their
-own, which no rebuild inside them removes (one unchanged tiny_resnet comparison
-sat at +2.7% over 20 pairs). Judged over one process pair, that offset is a bias
+A rebuild does not reach everything a process carries, though. Over 24
+unchanged comparisons with fresh workers (4 runs of the smoke matrix), the mean
+log-ratios spread 0.93% (sd) where their own pairs' standard errors said 0.70%:
+process pairs differ by about 0.6% of their own, which no rebuild inside them
+removes (two tiny_resnet comparisons sat at +2.3% and +2.7% over 20 pairs). Judged over one process pair, that offset is a bias
 the rank test cannot see, and over a matrix of hundreds of combinations some of
 them draw one beyond the threshold. So both sides also restart as new processes
 every ``RESTART_EVERY`` pairs: a comparison of 12 pairs spans 3 process pairs,
