@@ -16,9 +16,10 @@ A rebuild does not reach everything a process carries, though. Over 24
 unchanged comparisons with fresh workers (4 runs of the smoke matrix), the mean
 log-ratios spread 0.93% (sd) where their own pairs' standard errors said 0.70%:
 process pairs differ by about 0.6% of their own, which no rebuild inside them
-removes (two tiny_resnet comparisons sat at +2.3% and +2.7% over 20 pairs). Judged over one process pair, that offset is a bias
-the rank test cannot see, and over a matrix of hundreds of combinations some of
-them draw one beyond the threshold. So both sides also restart as new processes
+removes (two tiny_resnet comparisons sat at +2.3% and +2.7% over 20 pairs).
+Judged over one process pair, that offset is a bias the rank test cannot see,
+and over a matrix of hundreds of combinations some of them draw one beyond the
+threshold. So both sides also restart as new processes
 every ``RESTART_EVERY`` pairs: a comparison of 12 pairs spans 3 process pairs,
 its estimate averages their offsets, and its pairs' spread shows them.
 """

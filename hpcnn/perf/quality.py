@@ -45,8 +45,8 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     one unchanged B ran 2.0-2.5% below its A in three quiet runs, every one of their 40 pairs below 1):
     workers kept through all runs would make the runs twenty looks at one draw of that offset instead of
     twenty draws; inside a comparison both sides restart every ``restart_every`` pairs, as ``compare``'s
-    do (``paired.pair_runner``). ``save`` gets the record after every run, so an interrupted measurement keeps the runs
-    it finished.
+    do (``paired.pair_runner``). ``save`` gets the record after every run, so an interrupted measurement
+    keeps the runs it finished.
 
     ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
     extend; a run of the smoke matrix at three levels costs about half an hour on a 2-core CPU, so twenty
