@@ -405,3 +405,65 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
         quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **{**same, "slowdowns": [0.05]})
     with pytest.raises(ValueError, match="not a record"):
         quality.check_resumable([1], "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+
+
+# -- simulated matrices of paired comparisons --------------------------------------------------------------------
+def _log_ratios(run):
+    return [math.log(b / a) for a, b in zip(run["a"], run["b"])]
+
+
+def _same_blocks(got, want):
+    return [len(b) for b in got] == [len(b) for b in want] and np.allclose(sum(got, []), sum(want, []))
+
+
+def test_paired_pairs_recorded_without_restarts_are_one_process_pair_block_per_comparison():
+    blocks = quality.process_pair_blocks(TWO_SESSIONS)
+    key = "trivial-independent-NHWC-2dev-fp32-b32"
+    runs = TWO_SESSIONS["combinations"][key]["0.0"]
+    assert _same_blocks(blocks[key], [_log_ratios(x) for x in runs])
+    assert _same_blocks(quality.process_pair_blocks(TWO_SESSIONS, "0.1")[key],
+                        [_log_ratios(x) for x in TWO_SESSIONS["combinations"][key]["0.1"]])
+
+
+def test_pairs_recorded_with_restarts_split_where_either_side_is_a_new_process():
+    key = "trivial-independent-NHWC-2dev-fp32-b32"
+    run = TWO_SESSIONS["combinations"][key]["0.0"][0]
+    n = len(run["a"])
+    pids = [[11, 21]] * 2 + [[12, 21]] + [[13, 22]] * (n - 3)  # A restarted before pair 3, both before pair 4
+    record = {"combinations": {key: {"0.0": [{**run, "pids": pids}]}}}
+    d = _log_ratios(run)
+    assert _same_blocks(quality.process_pair_blocks(record)[key], [d[:2], d[2:3], d[3:]])
+
+
+def test_a_drawn_comparison_is_made_of_whole_recorded_blocks():
+    key = "trivial-independent-NHWC-2dev-fp32-b32"
+    blocks = [b[i:i + 4] for b in quality.process_pair_blocks(TWO_SESSIONS)[key] for i in range(0, len(b), 4)]
+    assert len(blocks) >= 3
+    out = quality.draw_blocks(blocks, 22, np.random.default_rng(3))
+    assert len(out) == 22
+    pos, used = 0, set()
+    while pos < len(out):  # every stretch is one block, in full except where the draw is cut at 22
+        match = [i for i, b in enumerate(blocks) if out[pos:pos + len(b)] == b[:len(out) - pos]]
+        assert match, f"pairs from {pos} on are no recorded block"
+        used.add(match[0])
+        pos += len(blocks[match[0]])
+    assert len(used) > 1
+
+
+def test_simulated_paired_matrices_keep_each_process_pairs_offset():
+    """Recorded unchanged pairs, centred, plus an offset of +-4% per block of 4 pairs (a process pair): 20 pairs
+    over 5 such blocks fail now and then (all 5 drawn below: 1 in 32); pairs drawn one by one mostly average it
+    out (17 or more of 20 from below: about 1 in 750)."""
+    pairs = [x for b in quality.process_pair_blocks(TWO_SESSIONS)["trivial-independent-NHWC-2dev-fp32-b32"]
+             for x in b]
+    centre = float(np.median(pairs))
+    noise = [0.2 * (x - centre) for x in pairs]  # a fifth of this combination's spread: the offset dominates
+    blocks = [[noise[(4 * i + j) % len(noise)] + (0.04 if i % 2 else -0.04) for j in range(4)] for i in range(8)]
+    schedule = sequential.Schedule(20, 4, 20)  # one look: every comparison runs its 5 blocks
+    kept = quality.simulate_paired({"x": blocks}, combinations=80, draws=20, schedule=schedule, seed=2)
+    single = quality.simulate_paired({"x": [[x] for b in blocks for x in b]}, combinations=80, draws=20,
+                                     schedule=schedule, seed=2)
+    assert kept["blocks"] == {"x": 8} and single["blocks"] == {"x": 32}
+    assert single["rate"] <= 0.25 and kept["rate"] >= 0.5  # about 0.1 and 0.92 expected over 80 combinations
+    with pytest.raises(ValueError, match="needs recorded pairs"):
+        quality.simulate_paired({"x": []})

@@ -111,6 +111,14 @@ def test_gate_quality_resumes_only_a_record_of_the_same_measurement(tmp_path):
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--resume",
                         f"--json={tmp_path / 'none.json'}"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "--resume: cannot read" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",
+                        f"--paired-json={tmp_path / 'none.json'}"], cwd=REPO, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 2 and "--paired-json: cannot read" in p.stderr and "Traceback" not in p.stderr
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",
+                        f"--paired-json={record}"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "needs recorded pairs of at least one combination" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
 
 
 def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_planted_slowdown(tmp_path):
@@ -129,6 +137,12 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_pl
         assert x["pids"][3] == x["pids"][0] and set(x["pids"][4]).isdisjoint(x["pids"][3])
     assert [x["verdict"] for x in planted] == ["REGRESSION"] * 2 and all(x["ratio"] < 0.8 for x in planted)
     assert r["summary"]["flagged"]["0.5"] == 2 and "planted  50%: 2/2 runs caught" in p.stdout
+    # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 2 blocks of 4 pairs
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",
+                        f"--paired-json={record}", "--combinations=20", "--draws=100"], cwd=REPO,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "20 unchanged combinations x 20 matrices resampled from 4 recorded process-pair blocks" in p.stdout
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):

@@ -356,8 +356,6 @@ def _resumable(args, quality, pid, combos, slowdowns, schedule) -> dict:
 
 
 def _simulate(args, quality):
-    import numpy as np
-
     from hpcnn.perf import baselines
 
     if not args.baselines_file and not args.paired_json:
@@ -375,15 +373,21 @@ def _simulate(args, quality):
               f"matrices with a false failure, rate {r['rate']:.3f} (target <= {r['alpha']}); parametric "
               f"{r['parametric_rate']:.3f}")
     if args.paired_json:
-        with open(args.paired_json) as f:
-            runs = json.load(f)["combinations"]
-        pairs = {k: [float(x) for run in c["0.0"] for x in np.log(np.asarray(run["b"]) / np.asarray(run["a"]))]
-                 for k, c in runs.items()}
-        record["paired"] = quality.simulate_paired(pairs, args.combinations, max(20, args.draws // 5),
-                                                   _schedule(args, args.combinations), args.threshold)
+        try:
+            with open(args.paired_json) as f:
+                blocks = quality.process_pair_blocks(json.load(f))
+            record["paired"] = quality.simulate_paired(blocks, args.combinations, max(20, args.draws // 5),
+                                                       _schedule(args, args.combinations), args.threshold)
+        except OSError as e:
+            _usage(f"--paired-json: cannot read {args.paired_json} ({e.strerror})")
+        except (KeyError, TypeError, AttributeError) as e:
+            _usage(f"--paired-json: {args.paired_json} is not a gate-quality --mode=paired record ({e!r})")
+        except ValueError as e:  # not JSON, or no pairs to resample
+            _usage(f"--paired-json: {args.paired_json}: {e}")
         r = record["paired"]
-        print(f"paired, {r['combinations']} unchanged combinations x {r['draws']} matrices resampled from recorded "
-              f"pairs: {r['matrices_with_a_false_failure']} with a false failure, rate {r['rate']:.3f}")
+        print(f"paired, {r['combinations']} unchanged combinations x {r['draws']} matrices resampled from "
+              f"{sum(r['blocks'].values())} recorded process-pair blocks: {r['matrices_with_a_false_failure']} "
+              f"with a false failure, rate {r['rate']:.3f}")
     return record
 
 

@@ -235,23 +235,57 @@ def _parametric_stored(baselines, keys, combinations, draws, each, rng) -> float
     return failures / draws
 
 
-def simulate_paired(pairs: Dict[str, List[float]], combinations: int = 400, draws: int = 200,
+def process_pair_blocks(record: dict, level: str = "0.0") -> Dict[str, List[List[float]]]:
+    """Each combination's comparisons at ``level`` cut into blocks of consecutive pairs that one (A, B) process
+    pair ran, as log(B/A) per pair (a gate-quality --mode=paired record). A comparison recorded without
+    ``pids`` (before restarts) ran all its pairs on one process pair: one block."""
+    out: Dict[str, List[List[float]]] = {}
+    for key, c in record["combinations"].items():
+        blocks: List[List[float]] = []
+        for run in c[level]:
+            d = [float(x) for x in np.log(np.asarray(run["b"], float) / np.asarray(run["a"], float))]
+            pids = [tuple(p) for p in run.get("pids") or [()] * len(d)]
+            start = 0
+            for i in range(1, len(d) + 1):
+                if i == len(d) or pids[i] != pids[start]:
+                    blocks.append(d[start:i])
+                    start = i
+        out[key] = blocks
+    return out
+
+
+def draw_blocks(blocks: Sequence[Sequence[float]], n: int, rng: np.random.Generator) -> List[float]:
+    """``n`` pairs made of whole recorded blocks drawn with replacement, in the order drawn (the last cut short):
+    a simulated comparison carries a process offset per block, as the recorded comparisons did."""
+    out: List[float] = []
+    while len(out) < n:
+        out.extend(blocks[int(rng.integers(len(blocks)))])
+    return out[:n]
+
+
+def simulate_paired(blocks: Dict[str, List[List[float]]], combinations: int = 400, draws: int = 200,
                     schedule: Optional[sequential.Schedule] = None, threshold: float = gate.PAIRED_THRESHOLD,
                     alpha: float = gate.DEFAULT_ALPHA, seed: int = 0) -> dict:
-    """Unchanged matrices whose combinations resample recorded pairs' log-ratios (``pairs``: key -> log(B/A))."""
+    """Unchanged matrices whose combinations resample recorded process-pair blocks (``process_pair_blocks``).
+
+    Resampling blocks rather than single pairs keeps each process pair's offset, which pairs drawn one by
+    one would average away: the simulated false-failure rate then counts that offset as the real runs do.
+    """
     schedule = schedule or sequential.Schedule()
     rng = np.random.default_rng(seed)
     each = gate.combination_alpha(alpha, combinations)
-    keys = sorted(pairs)
+    keys = sorted(k for k in blocks if blocks[k])
+    if not keys:
+        raise ValueError("simulate_paired() needs recorded pairs of at least one combination")
     failures = 0
     for _ in range(draws):
         failed = False
         for i in range(combinations):
-            d = np.asarray(pairs[keys[i % len(keys)]])
-            draw = iter(rng.choice(d, schedule.max_pairs))
+            draw = iter(draw_blocks(blocks[keys[i % len(keys)]], schedule.max_pairs, rng))
             v, _, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
                                                 threshold, each)
             failed |= v.failed
         failures += failed
     return {"combinations": combinations, "draws": draws, "alpha": alpha, "combination_alpha": each,
+            "blocks": {k: len(blocks[k]) for k in keys},
             "matrices_with_a_false_failure": failures, "rate": failures / draws}
