@@ -162,7 +162,7 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                 record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
                                                    "combinations": verdicts})
                 log(f"session {run + 1} planted {s:.0%}: " + ", ".join(
-                    f"{k.split('-NHWC')[0]} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items())
+                    f"{k} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items())
                     + "".join(f"; runner at {v['runner_speed']:.2f}x" for v in list(verdicts.values())[:1]
                               if v.get("runner_speed")))
             record["summary"] = {str(s): {"sessions": run + 1,
