@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import statistics
@@ -245,11 +246,7 @@ def process_pair_blocks(record: dict, level: str = "0.0") -> Dict[str, List[List
         for run in c[level]:
             d = [float(x) for x in np.log(np.asarray(run["b"], float) / np.asarray(run["a"], float))]
             pids = [tuple(p) for p in run.get("pids") or [()] * len(d)]
-            start = 0
-            for i in range(1, len(d) + 1):
-                if i == len(d) or pids[i] != pids[start]:
-                    blocks.append(d[start:i])
-                    start = i
+            blocks += [[x for _, x in block] for _, block in itertools.groupby(zip(pids, d), key=lambda y: y[0])]
         out[key] = blocks
     return out
 
