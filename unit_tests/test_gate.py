@@ -136,12 +136,15 @@ def test_paired_judgement_refuses_unequal_or_tiny_sides():
 
 
 class _TimedSide:
-    """A paired side whose steps each take ``step_s`` seconds; it logs (name, steps) of every chunk it runs
-    and (name, "rebuild") or (name, "restart") of every rebuild and restart (which gives it a new pid)."""
+    """A paired side whose steps each take ``step_s`` seconds, but the first of a new process ``first_s``
+    (default ``step_s``); it logs (name, steps) of every chunk it runs and (name, "rebuild") or
+    (name, "restart") of every rebuild and restart (which gives it a new pid)."""
 
-    def __init__(self, name, step_s, log):
+    def __init__(self, name, step_s, log, first_s=None):
         self.name, self.step_s, self.log = name, step_s, log
+        self.first_s = step_s if first_s is None else first_s
         self.pids = [f"{name}0"]
+        self.fresh = True
 
     def rebuild(self):
         self.log.append((self.name, "rebuild"))
@@ -149,10 +152,13 @@ class _TimedSide:
     def restart(self):
         self.log.append((self.name, "restart"))
         self.pids.append(f"{self.name}{len(self.pids)}")
+        self.fresh = True
 
     def run(self, steps):
         self.log.append((self.name, steps))
-        return [self.step_s] * steps
+        times = [self.first_s if self.fresh else self.step_s] + [self.step_s] * (steps - 1)
+        self.fresh = False
+        return times
 
 
 def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own_steps():
@@ -160,7 +166,8 @@ def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own
     a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
     run_pair = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 2, "fp32", 16, 7), chunks=3)
     assert run_pair(0) == pytest.approx((3200.0, 1600.0))  # 32 images per step over 10 ms and 20 ms
-    assert log == [("A", 3), ("B", 3), ("B", 2), ("A", 2), ("A", 2), ("B", 2)]  # the first pair: the built sides
+    assert log == [("A", 3), ("B", 3),  # the first pair: the built sides settle one untimed chunk each,
+                   ("A", 3), ("B", 3), ("B", 2), ("A", 2), ("A", 2), ("B", 2)]  # then A B, B A, A B
     log.clear()
     run_pair(1)  # later pairs rebuild both sides first; odd pairs start with B
     assert log[:2] == [("B", "rebuild"), ("A", "rebuild")]
@@ -182,12 +189,26 @@ def test_both_sides_restart_as_new_processes_every_few_pairs_and_rebuild_between
                                                         "restart"]  # before pairs 1..6: restarts before 3 and 6
     assert before_pairs[4:6] == [("B", "restart"), ("A", "restart")]  # in the order pair 3's chunks start
     assert run_pair.processes == [("A0", "B0")] * 3 + [("A1", "B1")] * 3 + [("A2", "B2")]
+    restarted = log.index(("A", "restart"))  # pair 3 ran B first: after both restarts, each settles a chunk
+    assert log[restarted + 1:restarted + 3] == [("B", 2), ("A", 2)]
+    steps = sum(n for _, n in log if n not in ("rebuild", "restart"))
+    assert steps == 7 * 2 * 4 + 3 * 2 * 2  # 7 pairs of 4 timed steps a side; 3 fresh pairs settle 2 a side
     never = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 2, "fp32", 16, 4),
                                restart_every=0)
     log.clear()
     for r in range(5):
         never(r)
     assert ("A", "restart") not in log and never.processes == [("A2", "B2")] * 5
+
+
+def test_the_slow_first_step_of_a_fresh_process_is_left_out_of_the_pairs_it_times():
+    log = []
+    a = _TimedSide("A", 0.01, log, first_s=0.03)  # a new process's first step: three times as long
+    b = _TimedSide("B", 0.02, log)
+    run_pair = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 1, "fp32", 32, 6),
+                                  chunks=3, restart_every=2)
+    assert [x for r in range(3) for x in run_pair(r)] == pytest.approx([3200.0, 1600.0] * 3)  # 2: after a restart
+    assert [n for name, n in log if name == "A"] == [2, 2, 2, 2, "rebuild", 2, 2, 2, "restart", 2, 2, 2, 2]
 
 
 def _busy_share_of_one_core(seconds):
@@ -395,7 +416,11 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     with pytest.raises(ValueError, match="restart_every is None, this run's 4"):
         quality.check_resumable({**TWO_SESSIONS, "workers": quality.FRESH_WORKERS},
                                 "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
-    fresh = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4}
+    # restarts, but the first pair of each process pair timed from a cold step: another measurement as well
+    with pytest.raises(ValueError, match="settle_chunks is None, this run's 1"):
+        quality.check_resumable({**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4},
+                                "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    fresh = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
     quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="restart_every is 4, this run's 2"):
         quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same, restart_every=2)

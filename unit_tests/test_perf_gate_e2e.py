@@ -129,6 +129,7 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_pl
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(record.read_text())
     assert r["workers"] == "fresh per run" and r["restart_every"] == 4 and r["summary"]["runs"] == 2
+    assert r["settle_chunks"] == 1  # resumable only by a run that settles fresh processes alike
     unchanged, planted = r["combinations"][COMBO]["0.0"], r["combinations"][COMBO]["0.5"]
     pids = [{p for pair in x["pids"] for p in pair} for x in unchanged + planted]
     assert not (pids[0] | pids[2]) & (pids[1] | pids[3])  # run 2 timed none of run 1's processes

@@ -134,6 +134,14 @@ _FIELDS = {"model", "variable_update", "data_format", "num_gpus", "precision", "
 
 
 CHUNKS = 10
+# A process that has just started, or sat idle while the other side started, runs its next step slow. In a
+# run of the smoke matrix here (7 combinations x 3 levels, 88 process pairs), the first pair of a process
+# pair strayed from its comparison's median log-ratio by 2.4% (median) against 1.2-1.8% for the pairs after
+# it, 11 of 88 by over 6% against 3-6; A, restarted first and idle while B started, ran over 5% slow in 12
+# of 67 first pairs after a restart. On alexnet (3 steps a round) it was 2.5-3.4% against 1.0-1.2%; on 20-30
+# step rounds, where one step is diluted, 1.4-2.3% against 1.0-2.9%. So before a fresh process pair's first
+# timed chunk, each side runs this many untimed chunks.
+SETTLE_CHUNKS = 1
 RESTART_EVERY = 4  # round pairs per process pair (the looks come every 4 pairs, so each sees whole groups)
 
 
@@ -143,7 +151,8 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
 
     Before every pair but the first, both sides rebuild, or restart as new
     processes before every ``restart_every``-th pair (0: never), in the order
-    the pair's chunks start (see the module's docstring). Each side's round of
+    the pair's chunks start (see the module's docstring). Before the first pair
+    and after a restart, each side first runs ``SETTLE_CHUNKS`` untimed chunks. Each side's round of
     ``steps_per_round`` steps is cut into up to ``chunks`` chunks run
     A B B A A B ... (B first for odd r), so the machine's drift over
     a second or two hits both sides alike. Measured on trivial-ps here, unchanged
@@ -154,14 +163,18 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
     sizes = chunk_sizes(combo.steps_per_round, chunks)
 
     def run_pair(r: int):
+        restart = bool(r and restart_every and r % restart_every == 0)
         if r:
-            restart = restart_every and r % restart_every == 0
             for side in interleaved([a, b], r):
                 if restart:
                     side.restart()
                 else:
                     side.rebuild()
         run_pair.processes.append((a.pids[-1], b.pids[-1]))
+        if r == 0 or restart:
+            for _ in range(SETTLE_CHUNKS):
+                for side in interleaved([a, b], r):
+                    side.run(sizes[0])
         times = {a: [], b: []}
         for i, steps in enumerate(sizes):
             for side in interleaved([a, b], r + i):

@@ -58,7 +58,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     record: Dict[str, dict] = resume or {
         "profile_id": profile_id, "alpha": alpha, "combination_alpha": each, "threshold": threshold,
         "schedule": vars(schedule), "levels": levels, "workers": FRESH_WORKERS,
-        "restart_every": restart_every, "sessions": [],
+        "restart_every": restart_every, "settle_chunks": paired.SETTLE_CHUNKS, "sessions": [],
         "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
     record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos}})
@@ -95,13 +95,14 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
                     restart_every: int = paired.RESTART_EVERY) -> None:
     """Raises ValueError naming the first thing in which ``record`` is not the measurement asked for now:
     another hardware profile (figures of two machines do not pool), other combinations, levels, schedule,
-    threshold, alpha or restarts (records made before restarts existed have none and are refused)."""
+    threshold, alpha, restarts or settling chunks (records made before restarts, or before fresh processes
+    settled, have none and are refused)."""
     if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
     asked = {"profile_id": profile_id, "combinations": sorted(c.key for c in combos), "levels": levels,
              "schedule": vars(schedule), "threshold": threshold, "alpha": alpha, "workers": FRESH_WORKERS,
-             "restart_every": restart_every}
+             "restart_every": restart_every, "settle_chunks": paired.SETTLE_CHUNKS}
     for field, want in asked.items():
         have = record.get(field)
         if field == "combinations":
