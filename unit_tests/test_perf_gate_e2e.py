@@ -203,3 +203,21 @@ def test_a_rebuild_keeps_the_overrides_the_side_was_opened_with_unless_told_othe
         assert len(set(side.losses)) == 1
     finally:
         side.close()
+
+
+@pytest.mark.slow
+def test_a_failure_of_the_good_side_stops_a_bisect_instead_of_skipping_the_commit_under_test(tmp_path):
+    from hpcnn.perf import bisection, paired, sequential
+    from hpcnn.perf.matrix import build_matrix
+
+    combo = next(c for c in build_matrix("smoke") if c.key == COMBO)
+    with bisection.Worktrees(str(tmp_path), cwd=REPO) as trees:
+        judge = bisection.PairedJudge(trees, "HEAD", combo, "cpu", sequential.Schedule(3, 1, 3), 0.02, 0.01)
+        try:
+            judge.good.proc.kill()  # the good revision's worker dies between two commits
+            judge.good.proc.wait()
+            with pytest.raises(paired.WorkerError, match="the worker of the good revision failed while judging"):
+                judge("HEAD")
+            assert len(trees.made) == 1  # the commit's worktree is gone, the good one's kept until the end
+        finally:
+            judge.close()

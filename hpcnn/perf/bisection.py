@@ -197,7 +197,8 @@ class PairedJudge:
     """Judges a commit against a persistent worker of ``good``: a sequential paired comparison.
 
     ``overrides``: config fields both sides change from the combination (``data_dir`` for real data).
-    ``close()`` stops the good worker.
+    ``close()`` stops the good worker. A commit whose worker fails is a SKIP; when the good revision's
+    worker fails, the call raises WorkerError, since no commit can be judged without it.
     """
 
     def __init__(self, trees: Worktrees, good: str, combo: Combination, device: str,
@@ -224,6 +225,9 @@ class PairedJudge:
             run_pair = paired.pair_runner(self.good, side, self.combo, restart_every=self.restart_every)
             v, _, _ = sequential.run_sequential(run_pair, self.schedule, self.threshold, self.alpha)
         except paired.WorkerError as e:
+            if e.side is self.good:  # not the commit's fault, and no commit can be judged without it
+                raise paired.WorkerError(f"the worker of the good revision failed while judging {commit[:12]}: "
+                                         f"{first_error_line(e)}", side=self.good) from e
             return Step(commit, SKIP, None, time.perf_counter() - started, first_error_line(e))
         finally:
             side.close()

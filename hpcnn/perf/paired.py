@@ -32,7 +32,7 @@ import select
 import subprocess
 import sys
 import tempfile
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, NoReturn, Optional, Sequence, Tuple
 
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved, throughput
@@ -42,7 +42,11 @@ READY_TIMEOUT_S = 900
 
 
 class WorkerError(RuntimeError):
-    """A worker process died or stopped answering; the message has its stderr tail."""
+    """A worker process died or stopped answering; the message has its stderr tail, ``side`` is its Side."""
+
+    def __init__(self, message: str, side: Optional["Side"] = None):
+        super().__init__(message)
+        self.side = side
 
 
 class Side:
@@ -82,16 +86,14 @@ class Side:
 
     def run(self, steps: int, timeout_s: float = 600) -> List[float]:
         """Step times of one round of ``steps`` steps (their losses are left in ``self.losses``)."""
-        self.proc.stdin.write(json.dumps({"cmd": "run", "steps": steps}) + "\n")
-        self.proc.stdin.flush()
+        self._send({"cmd": "run", "steps": steps})
         reply = self._read(timeout_s)
         self.losses = reply["losses"]
         return reply["step_times"]
 
     def profile(self, steps: int, timeout_s: float = 600) -> Dict[str, float]:
         """Seconds per op type over ``steps`` steps traced by TensorFlow's profiler (``hpcnn.perf.optrace``)."""
-        self.proc.stdin.write(json.dumps({"cmd": "profile", "steps": steps}) + "\n")
-        self.proc.stdin.flush()
+        self._send({"cmd": "profile", "steps": steps})
         return self._read(timeout_s)["op_seconds"]
 
     def rebuild(self, overrides: Optional[dict] = None, timeout_s: float = READY_TIMEOUT_S) -> None:
@@ -101,19 +103,28 @@ class Side:
         None keeps the side's own (``data_dir`` for a real-data bisect).
         """
         overrides = self.overrides if overrides is None else overrides
-        self.proc.stdin.write(json.dumps({"cmd": "rebuild", "overrides": overrides}) + "\n")
-        self.proc.stdin.flush()
+        self._send({"cmd": "rebuild", "overrides": overrides})
         self._read(timeout_s)
+
+    def _send(self, request: dict) -> None:
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+        except OSError:  # the worker has exited and its stdin is a broken pipe
+            self._fail("exited")
 
     def _read(self, timeout_s):
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
-            self.stderr.seek(0)
-            tail = self.stderr.read()[-2000:]
-            self.close()
-            raise WorkerError(f"perf worker {'gave no answer in time' if not ready else 'exited'}: {tail}")
+            self._fail("gave no answer in time" if not ready else "exited")
         return json.loads(line)
+
+    def _fail(self, what: str) -> NoReturn:
+        self.stderr.seek(0)
+        tail = self.stderr.read()[-2000:]
+        self.close()
+        raise WorkerError(f"perf worker {what}: {tail}", side=self)
 
     def close(self):
         """Ends the worker (closing its stdin), killing it if it does not exit within 30 s; closes its pipes."""
@@ -125,7 +136,10 @@ class Side:
                 self.proc.kill()
                 self.proc.wait()
         for stream in (self.proc.stdin, self.proc.stdout, self.stderr):
-            stream.close()
+            try:
+                stream.close()
+            except OSError:  # a stdin whose write failed still holds the request: the pipe is broken
+                pass
 
 
 # Only these config fields cross to the worker: older revisions know them all.
