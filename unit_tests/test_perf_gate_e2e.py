@@ -63,6 +63,7 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
     from hpcnn.perf import quality
 
     assert _pytest_perf(tmp_path, "--update-baselines").returncode == 0
+    recorded = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]["sessions"][0]
     saved, lines = [], []
     record = quality.stored_quality(REPO, str(tmp_path), "e2e-test", 2, [float(PLANT)],
                                     ["-k", COMBO, "--perf-rounds=5"], log=lines.append,
@@ -72,6 +73,11 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
     for session in record["sessions"][PLANT] + record["sessions"]["0.0"]:
         v = session["combinations"][COMBO]
         assert v["runner_speed"] > 0 and 0 < v["ratio"] and v["mds"] == 0.35  # one recorded session: the wide bound
+        # the rounds behind the verdict, to judge the same sessions again under another gate design
+        assert len(v["images_per_sec_rounds"]) == len(v["yardstick_rates"]) == 5
+        rounds, rates = v["images_per_sec_rounds"], v["yardstick_rates"]
+        assert v["ratio"] == pytest.approx(statistics.median(rounds) * recorded["yardstick"]["rate"]
+                                           / statistics.median(rates) / recorded["median"])
     assert all(v["combinations"][COMBO]["ratio"] < 0.6 for v in record["sessions"][PLANT])
     assert len(lines) == 4 and "runner at " in lines[0]
 

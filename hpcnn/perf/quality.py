@@ -158,8 +158,7 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                     raise RuntimeError(f"perf session exited {p.returncode}:\n{(p.stdout + p.stderr)[-3000:]}")
                 with open(out) as f:
                     benches = json.load(f)["benchmarks"]
-                verdicts = {b["extra_info"]["combination"]: {k: b["extra_info"].get(k)
-                                                              for k in ("verdict", "ratio", "mds", "runner_speed")}
+                verdicts = {b["extra_info"]["combination"]: {k: b["extra_info"].get(k) for k in _KEPT}
                             for b in benches if "verdict" in b["extra_info"]}
                 record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
                                                    "combinations": verdicts})
@@ -176,6 +175,11 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
             if pause_s and run < runs - 1:
                 time.sleep(pause_s)
     return record
+
+
+# per combination of a session: the verdict, and the raw rounds and yardstick rates it came from, so that the
+# same real sessions can judge another gate design offline
+_KEPT = ("verdict", "ratio", "mds", "runner_speed", "images_per_sec_rounds", "yardstick_rates", "yardstick_version")
 
 
 def _per_combination(sessions: List[dict]) -> Dict[str, int]:
