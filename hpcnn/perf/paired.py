@@ -177,15 +177,15 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
     sizes = chunk_sizes(combo.steps_per_round, chunks)
 
     def run_pair(r: int):
-        restart = bool(r and restart_every and r % restart_every == 0)
+        fresh = r == 0 or bool(restart_every and r % restart_every == 0)  # a new process pair: settle it first
         if r:
             for side in interleaved([a, b], r):
-                if restart:
+                if fresh:
                     side.restart()
                 else:
                     side.rebuild()
         run_pair.processes.append((a.pids[-1], b.pids[-1]))
-        if r == 0 or restart:
+        if fresh:
             for _ in range(SETTLE_CHUNKS):
                 for side in interleaved([a, b], r):
                     side.run(sizes[0])

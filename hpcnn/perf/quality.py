@@ -56,10 +56,8 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     levels = [0.0] + [s for s in slowdowns if s > 0]
     each = gate.combination_alpha(alpha, len(combos))
     record: Dict[str, dict] = resume or {
-        "profile_id": profile_id, "alpha": alpha, "combination_alpha": each, "threshold": threshold,
-        "schedule": vars(schedule), "levels": levels, "workers": FRESH_WORKERS,
-        "restart_every": restart_every, "settle_chunks": paired.SETTLE_CHUNKS, "sessions": [],
-        "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
+        **_measurement(profile_id, levels, schedule, threshold, alpha, restart_every), "combination_alpha": each,
+        "sessions": [], "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
     record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos}})
     for run in range(runs):
@@ -100,15 +98,22 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
     if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
-    asked = {"profile_id": profile_id, "combinations": sorted(c.key for c in combos), "levels": levels,
-             "schedule": vars(schedule), "threshold": threshold, "alpha": alpha, "workers": FRESH_WORKERS,
-             "restart_every": restart_every, "settle_chunks": paired.SETTLE_CHUNKS}
+    asked = {**_measurement(profile_id, levels, schedule, threshold, alpha, restart_every),
+             "combinations": sorted(c.key for c in combos)}
     for field, want in asked.items():
         have = record.get(field)
         if field == "combinations":
             have = sorted(have or {})
         if have != want:
             raise ValueError(f"cannot resume: the record's {field} is {have!r}, this run's {want!r}")
+
+
+def _measurement(profile_id: str, levels: Sequence[float], schedule: sequential.Schedule, threshold: float,
+                 alpha: float, restart_every: int) -> dict:
+    """What makes two paired quality records the same measurement: written in a record, checked on resume."""
+    return {"profile_id": profile_id, "levels": list(levels), "schedule": vars(schedule), "threshold": threshold,
+            "alpha": alpha, "workers": FRESH_WORKERS, "restart_every": restart_every,
+            "settle_chunks": paired.SETTLE_CHUNKS}
 
 
 def summarize_paired(record: dict) -> dict:
