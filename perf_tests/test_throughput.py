@@ -62,7 +62,9 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     if reference:  # every recorded session timed the yardstick: judge throughput relative to the runner's speed
         speed = statistics.median(rates) / reference
         current = on_yardstick(samples, statistics.median(rates), reference)
-    v = judge_sessions(sessions, current, threshold, s.alpha, s.prior, speed)
+    drift = s.drift if s.baselines.on_new_occasion(combo.key) else None  # not right after recording: other day
+    v = judge_sessions(sessions, current, threshold, s.alpha, s.prior, speed, s.baselines.occasions(combo.key), drift,
+                       s.baselines.runner_seen(combo.key))
     benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, runner_speed=speed)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))

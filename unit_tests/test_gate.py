@@ -8,6 +8,7 @@ yardstick_sessions.json: 16 perf-suite sessions of one commit with the yardstick
 timed beside each; every other one ran beside a process burning one of the 2 cores.
 """
 
+import datetime
 import itertools
 import json
 import math
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf import gate, paired, quality, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination
@@ -308,11 +310,12 @@ def _quiet_baselines(leave_out=None):
                           for k, v in YARDSTICK.items()})
 
 
-def _judged_on_yardstick(b, key, session, factor=1.0):
+def _judged_on_yardstick(b, key, session, factor=1.0, guard=False):
     sessions, reference = b.judged_sessions(key)
     rate = session["yardstick"]["rate"]
     current = stored.on_yardstick([x * factor for x in session["samples"]], rate, reference)
-    return stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, SMOKE_ALPHA, b.prior(), rate / reference)
+    return stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, SMOKE_ALPHA, b.prior(), rate / reference,
+                                 runner_seen=b.runner_seen(key) if guard else None)
 
 
 def test_on_the_yardstick_a_session_beside_a_busy_neighbour_is_no_regression():
@@ -347,6 +350,25 @@ def test_on_the_yardstick_quiet_sessions_pass_and_a_drop_beyond_the_mds_is_caugh
         assert caught >= 7, key  # of 8
 
 
+def test_a_runner_far_slower_than_its_baselines_saw_fails_only_drops_beyond_the_wide_bound():
+    """Beside the neighbour the runner ran at 0.5-0.7x of its quiet recording, beyond what the yardstick corrects
+    alike (the trivial models read up to 28% fast): there a planted 10% can read as an improvement, so the gate
+    fails only drops beyond the wide bound and says why; quiet sessions, within the recorded range, are judged
+    as before."""
+    b = _quiet_baselines()
+    for key, sessions in YARDSTICK.items():
+        low, high = b.runner_seen(key)
+        assert 0.8 < low <= 1 <= high < 1.25, (key, low, high)  # the quiet recording's own range
+        for session in (s for s in sessions if s["neighbour"]):
+            v = _judged_on_yardstick(b, key, session, factor=0.9, guard=True)
+            assert v.verdict in (gate.UNCHANGED, gate.NOISE) and v.mds >= gate.WIDE_BOUND, (key, v.describe())
+            assert f"beyond the {low:.2f}-{high:.2f}x its baselines saw" in v.describe()
+            assert _judged_on_yardstick(b, key, session, factor=0.5, guard=True).failed  # a halving still fails
+        for session in (s for s in sessions if not s["neighbour"]):
+            inside = _judged_on_yardstick(_quiet_baselines(leave_out=session), key, session, guard=True)
+            assert "beyond the" not in inside.describe() and inside.mds < gate.WIDE_BOUND
+
+
 def test_one_recorded_session_says_it_cannot_tell_drift_from_a_regression():
     key, sessions = next(iter(SESSIONS["combinations"].items()))
     v = stored.judge_sessions(sessions[:1], [x * 0.8 for x in sessions[1]], 0.05, SMOKE_ALPHA, None)
@@ -354,6 +376,65 @@ def test_one_recorded_session_says_it_cannot_tell_drift_from_a_regression():
     assert "cannot tell session drift from a regression" in v.describe()
     halved = stored.judge_sessions(sessions[:1], [x * 0.5 for x in sessions[0]], 0.05, 0.01, None)
     assert halved.failed  # beyond the wide bound, with rank significance
+
+
+# -- stored mode across occasions: the drift between days ----------------------------------------------------
+def test_sessions_more_than_six_hours_apart_start_a_new_occasion_and_an_undated_one_joins_the_last():
+    dates = ["2026-11-24T03:55:59+00:00", "2026-11-24T04:10:00+00:00", "2026-11-24T09:59:00+00:00", None,
+             "2026-11-24T16:00:00+00:00", "2026-11-25T01:30:00+00:00"]
+    assert stored.occasions(dates) == [0, 0, 0, 0, 1, 2]  # 5 h 49 min is the same occasion; 6 h 01 min is not
+    assert stored.occasions([None, None]) == [0, 0]
+    now = datetime.datetime(2026, 11, 25, 6, 0, tzinfo=datetime.timezone.utc)
+    assert not stored.on_new_occasion(dates, now)  # 4 h 30 min after the newest session: still its occasion
+    assert stored.on_new_occasion(dates, now + datetime.timedelta(hours=2))
+    assert stored.on_new_occasion([None], now)  # nothing dated: no recording to share conditions with
+
+
+def test_occasion_spread_by_hand_is_the_excess_of_occasion_means_over_the_spread_within_them():
+    a = [[100.0], [104.0], [120.0], [118.0]]  # two occasions of two sessions
+    b = [[50.0], [51.0], [49.0]]  # one occasion: says nothing of the drift
+    occ_a, occ_b = [0, 0, 1, 1], [0, 0, 0]
+    la, lb = np.log([100.0, 104.0, 120.0, 118.0]), np.log([50.0, 51.0, 49.0])
+    ss_within = (np.sum((la[:2] - la[:2].mean()) ** 2) + np.sum((la[2:] - la[2:].mean()) ** 2)
+                 + np.sum((lb - lb.mean()) ** 2))
+    within = stored.pooled_noise([a, b], [occ_a, occ_b])
+    assert within.df == 2 + 2 and within.sigma == pytest.approx(math.sqrt(ss_within / 4))
+    means = np.array([la[:2].mean(), la[2:].mean()])
+    excess = np.sum((means - means.mean()) ** 2) - within.sigma ** 2 * 0.5  # 1 df; each mean over 2 sessions
+    drift = stored.pooled_drift([a, b], [occ_a, occ_b], within)
+    d0, s0 = stored.ASSUMED_DRIFT.df, stored.ASSUMED_DRIFT.sigma
+    assert drift.measured_df == 1 and drift.df == d0 + 1
+    assert drift.sigma ** 2 == pytest.approx((d0 * s0 ** 2 + excess) / (d0 + 1))
+    one_day = stored.pooled_drift([b], [occ_b], within)
+    assert one_day == stored.ASSUMED_DRIFT  # the assumption alone until a second occasion
+    # the occasions are judged as units: the level is the mean of occasion means, not of sessions
+    v = stored.judge_sessions(a, [110.0] * 3, occasion=occ_a, prior=within, drift=drift)
+    assert v.baseline_median == pytest.approx(math.exp(means.mean()))
+
+
+def test_a_new_occasion_adds_the_drift_to_the_noise_and_says_whether_it_was_measured():
+    b = _baselines()
+    key, sessions = next(iter(SESSIONS["combinations"].items()))
+    prior, drift = b.prior(), stored.ASSUMED_DRIFT
+    same = stored.judge_sessions(sessions[:-1], sessions[-1], 0.05, SMOKE_ALPHA, prior)
+    other_day = stored.judge_sessions(sessions[:-1], sessions[-1], 0.05, SMOKE_ALPHA, prior, drift=drift)
+    assert other_day.ratio == same.ratio and other_day.mds > same.mds
+    assert other_day.ci_low < same.ci_low and other_day.ci_high > same.ci_high
+    assert "drift between occasions 5.0% assumed (record sessions on other days" in other_day.describe()
+    assert stored.next_session_mds(sessions[:-1], prior, SMOKE_ALPHA, drift=drift) == pytest.approx(other_day.mds)
+    measured = stored.Drift(0.03, 20, 8)
+    assert "drift between occasions 3.0% measured on 8 occasion contrast(s)" in stored.judge_sessions(
+        sessions[:-1], sessions[-1], 0.05, SMOKE_ALPHA, prior, drift=measured).describe()
+
+
+def test_a_refresh_on_a_new_day_keeps_the_days_before_it():
+    def day(d, n):
+        return [{"samples": [1.0], "date": f"2026-11-{d}T0{i}:00:00+00:00", "i": (d, i)} for i in range(n)]
+
+    kept = baselines_lib.thinned(day(24, 8) + day(25, 8), keep=10)
+    assert [s["i"] for s in kept] == [(24, i) for i in range(3, 8)] + [(25, i) for i in range(3, 8)]
+    assert baselines_lib.thinned(day(24, 8) + day(25, 1), keep=8) == day(24, 8)[1:] + day(25, 1)
+    assert len({s["i"][0] for s in baselines_lib.thinned(day(23, 2) + day(24, 8) + day(25, 8), 10)}) == 3
 
 
 def test_a_400_combination_matrix_of_unchanged_sessions_fails_no_more_than_alpha():

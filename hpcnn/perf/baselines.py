@@ -9,8 +9,10 @@ Schema 2::
                             "threshold": 0.05,          # optional, kept across refreshes
                             "mds": 0.07, "alpha": 0.0017}}}   # derived: for review, recomputed on save
 
-A recording session appends one session per combination and keeps the newest
-``keep``. Schema-1 files (one ``samples`` list per combination) read as one session.
+A recording session appends one session per combination and keeps ``keep``: when
+over, it drops the oldest session of the occasion with the most sessions, so that a
+refresh on a new day keeps the days before it (the gate needs the drift between
+them). Schema-1 files (one ``samples`` list per combination) read as one session.
 
 ``yardstick`` (optional) is the rate of ``hpcnn.perf.yardstick`` timed beside the
 session's rounds: the runner's speed at the time. When every session of a
@@ -73,12 +75,36 @@ class Baselines:
         own (images/sec at the runner's typical recorded speed) and that median is
         returned; otherwise the raw rounds and None.
         """
-        sessions = self.combinations.get(key, {}).get("sessions", [])
-        rates = [_current_yardstick_rate(s) for s in sessions]
-        if not sessions or None in rates:
+        sessions, rates = self._yardstick_rates(key)
+        if not rates:
             return self.sessions(key), None
         reference = statistics.median(rates)
         return [stored.on_yardstick(s["samples"], rate, reference) for s, rate in zip(sessions, rates)], reference
+
+    def _yardstick_rates(self, key: str) -> Tuple[List[dict], List[float]]:
+        """``key``'s sessions and their yardstick rates; no rates unless every session timed the current version."""
+        sessions = self.combinations.get(key, {}).get("sessions", [])
+        rates = [_current_yardstick_rate(s) for s in sessions]
+        return sessions, ([] if not sessions or None in rates else rates)
+
+    def runner_seen(self, key: str) -> Optional[Tuple[float, float]]:
+        """The slowest and fastest runner speed among ``key``'s recorded sessions, relative to the reference
+        ``judged_sessions`` returns; None where the sessions are not all on the yardstick."""
+        rates = self._yardstick_rates(key)[1]
+        if not rates:
+            return None
+        reference = statistics.median(rates)
+        return min(rates) / reference, max(rates) / reference
+
+    def occasions(self, key: str) -> List[int]:
+        """The occasion of each recorded session of ``key`` (``stored.occasions`` of their dates)."""
+        return stored.occasions([s.get("date") for s in self.combinations.get(key, {}).get("sessions", [])])
+
+    def on_new_occasion(self, key: str, now: Optional[datetime.datetime] = None) -> bool:
+        """Whether a session of ``key`` at ``now`` (default: now) runs on another occasion than its newest one."""
+        now = now or datetime.datetime.now(datetime.timezone.utc)
+        return stored.on_new_occasion([s.get("date") for s in self.combinations.get(key, {}).get("sessions", [])],
+                                      now)
 
     def last_commit(self, key: str) -> Optional[str]:
         """The commit of the newest session of ``key`` that recorded one, or None."""
@@ -86,8 +112,15 @@ class Baselines:
         return next((c for c in reversed(commits) if c), None)
 
     def prior(self) -> Optional[stored.Noise]:
-        """The between-session spread pooled over every combination of the file, as the gate judges each."""
-        return stored.pooled_noise(self.judged_sessions(k)[0] for k in self.combinations)
+        """The spread between sessions of one occasion pooled over every combination, as the gate judges each."""
+        return stored.pooled_noise([self.judged_sessions(k)[0] for k in self.combinations],
+                                   [self.occasions(k) for k in self.combinations])
+
+    def drift(self) -> stored.Drift:
+        """The spread of occasion offsets pooled over every combination (the assumed one until two occasions)."""
+        keys = list(self.combinations)
+        return stored.pooled_drift([self.judged_sessions(k)[0] for k in keys], [self.occasions(k) for k in keys],
+                                   self.prior())
 
 
 def load(path: str) -> Baselines:
@@ -161,15 +194,28 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
     combos = load(path).combinations
     for key, session in new_sessions.items():
         rec = dict(combos.get(key, {}))
-        rec["sessions"] = (rec.get("sessions", []) + [session])[-keep:]
+        rec["sessions"] = thinned(rec.get("sessions", []) + [session], keep)
         combos[key] = rec
     result = Baselines(profile, dict(sorted(combos.items())))
-    prior, each = result.prior(), gate.combination_alpha(alpha, len(combos))
+    prior, drift, each = result.prior(), result.drift(), gate.combination_alpha(alpha, len(combos))
     for key, rec in result.combinations.items():
         rec["alpha"] = each
-        rec["mds"] = stored.next_session_mds(result.judged_sessions(key)[0], prior, each)
+        rec["mds"] = stored.next_session_mds(result.judged_sessions(key)[0], prior, each, result.occasions(key),
+                                             drift)  # for a session on another day, as CI's are
     jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
     return result
+
+
+def thinned(sessions: List[dict], keep: int) -> List[dict]:
+    """``sessions`` (oldest first) cut to ``keep`` by dropping the oldest of the occasion with the most sessions
+    (the older occasion on a tie): every occasion stays while there is room for one session each."""
+    sessions = list(sessions)
+    while len(sessions) > keep:
+        occasion = stored.occasions([s.get("date") for s in sessions])
+        sizes = {g: occasion.count(g) for g in occasion}
+        crowded = max(sizes, key=lambda g: (sizes[g], -g))
+        sessions.pop(occasion.index(crowded))
+    return sessions
 
 
 def current_commit(cwd: Optional[str] = None) -> Optional[str]:

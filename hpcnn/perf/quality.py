@@ -201,11 +201,15 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
 
     Each simulated combination is a recorded one (cycled) whose randomly chosen
     session plays the current session and whose other sessions the baseline; the
-    pooled spread leaves that session out too. Returns how many of ``draws``
-    matrices had any failure (the family-wise false-alarm rate), and the same for
-    a parametric draw from the fitted log-normal noise.
+    pooled spread leaves that session out too. The held-out session shares its
+    recorded occasion, so this checks the spread within occasions; the drift between
+    days is checked only by sessions run on another day (``stored_quality``).
+    Returns how many of ``draws`` matrices had any failure (the family-wise
+    false-alarm rate), and the same for a parametric draw from the fitted
+    log-normal noise.
     """
     judged = {k: baselines.judged_sessions(k)[0] for k in baselines.combinations}  # as the gate sees them
+    occasion = {k: baselines.occasions(k) for k in baselines.combinations}
     keys = [k for k in baselines.combinations if len(judged[k]) >= 3]
     if not keys:
         raise ValueError("simulate_stored() needs combinations with 3 or more recorded sessions")
@@ -215,9 +219,10 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
     for k in keys:
         sessions = judged[k]
         for j in range(len(sessions)):
-            rest = sessions[:j] + sessions[j + 1:]
+            rest, rest_occasion = sessions[:j] + sessions[j + 1:], occasion[k][:j] + occasion[k][j + 1:]
             others = [judged[x] for x in keys if x != k] + [rest]
-            v = stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, stored.pooled_noise(others))
+            prior = stored.pooled_noise(others, [occasion[x] for x in keys if x != k] + [rest_occasion])
+            v = stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, prior, occasion=rest_occasion)
             cases[(k, j)] = v.failed
     counts = [len(judged[keys[i % len(keys)]]) for i in range(combinations)]
     failures = 0
