@@ -437,6 +437,51 @@ def test_a_refresh_on_a_new_day_keeps_the_days_before_it():
     assert len({s["i"][0] for s in baselines_lib.thinned(day(23, 2) + day(24, 8) + day(25, 8), 10)}) == 3
 
 
+# -- stored mode the next day: a day-old file, a runner at half its recorded speed ---------------------------
+CROSS_DAY = _load("cross_day_sessions.json")
+
+
+def _next_day(level, guard=True, drift=True):
+    """Every (combination, session) of the next day's ``level`` sessions, judged against the day-old file."""
+    b = Baselines(CROSS_DAY["profile"], CROSS_DAY["recorded"])
+    alpha = gate.combination_alpha(gate.DEFAULT_ALPHA, len(b.combinations))
+    out = []
+    for session in CROSS_DAY["next_day"][level]:
+        started = datetime.datetime.fromtimestamp(session["start"], datetime.timezone.utc)
+        for key, rec in session["combinations"].items():
+            assert b.on_new_occasion(key, started)  # the next day: the perf suite adds the drift
+            sessions, reference = b.judged_sessions(key)
+            rate = float(np.median(rec["yardstick_rates"]))
+            current = stored.on_yardstick(rec["images_per_sec_rounds"], rate, reference)
+            out.append((key, stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, alpha, b.prior(),
+                                                   rate / reference, b.occasions(key), b.drift() if drift else None,
+                                                   b.runner_seen(key) if guard else None)))
+    return out
+
+
+def test_the_next_day_no_unchanged_session_fails_and_each_verdict_says_the_drift_was_assumed():
+    judged = _next_day("0.0")
+    assert len(judged) >= 6 * 5
+    assert not [(k, v.describe()) for k, v in judged if v.failed]
+    assert all("drift between occasions 5.0% assumed" in v.describe() for _, v in judged)
+    far = [v for _, v in judged if "beyond the" in v.note]
+    assert far and all(v.mds >= gate.WIDE_BOUND for v in far)  # the runner ran far below the file's speeds
+
+
+def test_the_next_day_the_yardstick_alone_reads_planted_slowdowns_as_speed_ups_which_the_gate_no_longer_claims():
+    """Judged as the gate did before occasions (the rounds relative to the yardstick, nothing more), sessions
+    with a planted slowdown read 15 points or more faster than planted (the runner ran at half its recorded
+    speed, and the yardstick over-corrects the models); the gate now reports none of them as an improvement,
+    and each it passes has an MDS above the planted size: it says it cannot see such a drop there."""
+    for level in ("0.1", "0.25"):
+        before = _next_day(level, guard=False, drift=False)
+        assert any(v.ratio > 1 - float(level) + 0.15 for _, v in before), level  # 15 points faster than planted
+        now = _next_day(level)
+        assert not [k for k, v in now if v.verdict == gate.IMPROVEMENT]
+        missed = [v for _, v in now if not v.failed]
+        assert all(v.mds > float(level) for v in missed), [v.describe() for v in missed]
+
+
 def test_a_400_combination_matrix_of_unchanged_sessions_fails_no_more_than_alpha():
     r = quality.simulate_stored(_baselines(), combinations=400, draws=400, alpha=0.01, seed=1)
     assert r["failing_cases"] == 0 and r["rate"] <= 0.01
