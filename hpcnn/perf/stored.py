@@ -52,8 +52,8 @@ OCCASION_GAP_HOURS = 6.0  # sessions closer than this ran under the same conditi
 ASSUMED_DRIFT_SIGMA = 0.05
 ASSUMED_DRIFT_DF = 12
 # How far beyond the range of runner speeds its baselines saw a session's yardstick still corrects: a runner far
-# slower than ever recorded slows the models unequally (the smallest least), so a correction from 0.6x reads them
-# up to 14% fast, and a planted 10% slowdown as a 14% "improvement"
+# slower than ever recorded slows the models less than the yardstick, so a correction from 0.6x read unchanged
+# sessions up to 20% fast, and a planted 10% slowdown as a 14% "improvement"
 RUNNER_MARGIN = 0.10
 
 Sessions = Sequence[Sequence[float]]  # per recorded session, its rounds' images/sec
