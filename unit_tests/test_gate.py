@@ -373,6 +373,7 @@ def test_one_recorded_session_says_it_cannot_tell_drift_from_a_regression():
     key, sessions = next(iter(SESSIONS["combinations"].items()))
     v = stored.judge_sessions(sessions[:1], [x * 0.8 for x in sessions[1]], 0.05, SMOKE_ALPHA, None)
     assert not v.failed and v.mds == gate.WIDE_BOUND and v.weak
+    assert v.ratio < 0.9 and v.verdict == gate.NOISE  # a drop inside the wide bound is noise, never "unchanged"
     assert "cannot tell session drift from a regression" in v.describe()
     halved = stored.judge_sessions(sessions[:1], [x * 0.5 for x in sessions[0]], 0.05, 0.01, None)
     assert halved.failed  # beyond the wide bound, with rank significance
@@ -466,6 +467,8 @@ def test_the_next_day_no_unchanged_session_fails_and_each_verdict_says_the_drift
     assert all("drift between occasions 5.0% assumed" in v.describe() for _, v in judged)
     far = [v for _, v in judged if "beyond the" in v.note]
     assert far and all(v.mds >= gate.WIDE_BOUND for v in far)  # the runner ran far below the file's speeds
+    moved = [v for v in far if abs(v.ratio - 1) > gate.STORED_THRESHOLD]
+    assert moved and all(v.verdict == gate.NOISE for v in moved)  # judged loosely, but a move is not "unchanged"
 
 
 def test_the_next_day_the_yardstick_alone_reads_planted_slowdowns_as_speed_ups_which_the_gate_no_longer_claims():

@@ -97,6 +97,14 @@ def classify(ratio: float, p_slower: float, p_faster: float, threshold: float, a
     return NOISE if abs(ratio - 1) > threshold else UNCHANGED
 
 
+def classify_loosely(ratio: float, p_slower: float, p_faster: float, threshold: float, bound: float,
+                     alpha: float) -> str:
+    """``classify`` where only moves beyond ``bound`` may fail or improve; a move past ``threshold`` inside it
+    is noise, not unchanged."""
+    verdict = classify(ratio, p_slower, p_faster, max(threshold, bound), alpha)
+    return NOISE if verdict == UNCHANGED and abs(ratio - 1) > threshold else verdict
+
+
 def mds(se_log: float, df: float, alpha: float, power: float = POWER) -> float:
     """The drop a one-sided t test at ``alpha`` catches with probability ``power``.
 

@@ -28,7 +28,7 @@ def format_table(rows: List[Row], title: str) -> List[str]:
             continue
         weak |= v.weak
         ci = f"[{v.ci_low:.3f}, {v.ci_high:.3f}]"
-        extra = "; ".join(x for x in (note, v.evidence) if x)
+        extra = "; ".join(x for x in (note, v.evidence, v.note) if x)  # v.note: why the gate is weak there
         lines.append(f"{key:<{width}}  {v.baseline_median:9.2f}  {v.current_median:9.2f}  {v.ratio:6.3f}  "
                      f"{ci:>15}  {_mds(v):>7}  {v.verdict} ({extra})")
     if weak:
@@ -70,7 +70,7 @@ def format_markdown(rows: List[Row], title: str, reproduce: Callable[[str], str]
         if v is None:
             lines.append(f"| `{key}` | - | - | - | - | {note} |")
             continue
-        verdict = f"**{v.verdict}**" if v.failed else v.verdict
+        verdict = (f"**{v.verdict}**" if v.failed else v.verdict) + (f" ({v.note})" if v.note else "")
         lines.append(f"| `{key}` | {v.baseline_median:.2f} | {v.current_median:.2f} | {v.ratio:.3f} "
                      f"[{v.ci_low:.3f}, {v.ci_high:.3f}] | {_mds(v)} | {verdict} |")
     if any(v is not None and v.weak for _, v, _ in rows):

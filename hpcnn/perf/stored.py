@@ -252,7 +252,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     verdict, mds = gate.classify(ratio, p_slower, p_faster, threshold, alpha), gate.mds(se, df, alpha)
     if runner_speed is not None and runner_seen and not _within_reach(runner_speed, runner_seen):
         bound = max(threshold, gate.WIDE_BOUND)
-        verdict, mds = gate.classify(ratio, p_slower, p_faster, bound, alpha), max(mds, bound)
+        verdict, mds = gate.classify_loosely(ratio, p_slower, p_faster, threshold, bound, alpha), max(mds, bound)
         notes.append(f"the runner at {runner_speed:.2f}x is beyond the {runner_seen[0]:.2f}-{runner_seen[1]:.2f}x "
                      f"its baselines saw, where the yardstick does not correct every workload alike: only drops "
                      f"beyond {bound:.0%} fail (record sessions on this runner as it is now, or compare in paired "
@@ -275,5 +275,7 @@ def _single_session(recorded: Sequence[float], current: Sequence[float], thresho
             "record more sessions with --update-baselines")
     if gate.smallest_p(len(recorded), len(current)) >= alpha:
         note += f"; {len(recorded)} vs {len(current)} rounds cannot reach alpha {alpha:.2g} at all"
-    v = gate.rank_verdict(recorded, current, bound, alpha)  # classified against the wide bound
-    return dataclasses.replace(v, threshold=threshold, mds=bound, evidence="1 recorded session", note=note)
+    v = gate.rank_verdict(recorded, current, bound, alpha)
+    verdict = gate.classify_loosely(v.ratio, v.p_slower, v.p_faster, threshold, bound, alpha)
+    return dataclasses.replace(v, verdict=verdict, threshold=threshold, mds=bound, evidence="1 recorded session",
+                               note=note)
