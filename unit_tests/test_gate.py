@@ -428,6 +428,24 @@ def test_a_new_occasion_adds_the_drift_to_the_noise_and_says_whether_it_was_meas
         sessions[:-1], sessions[-1], 0.05, SMOKE_ALPHA, prior, drift=measured).describe()
 
 
+def test_a_session_within_hours_of_the_newest_occasion_is_judged_against_that_occasion_alone():
+    """Two recorded days 15% apart: a session of the second day's level, run right after its recording, is
+    compared with that day's sessions (no drift term), not with a level half-way between the days."""
+    day1 = [[100.0], [101.0], [99.0], [100.5]]
+    day2 = [[115.0], [116.0], [114.0], [115.5]]
+    occasion = [0, 0, 0, 0, 1, 1, 1, 1]
+    within = stored.pooled_noise([day1 + day2], [occasion])
+    same = stored.judge_sessions(day1 + day2, [115.2] * 3, 0.05, SMOKE_ALPHA, within, occasion=occasion)
+    assert same.baseline_median == pytest.approx(math.exp(np.mean(np.log([115.0, 116.0, 114.0, 115.5]))))
+    assert same.verdict == gate.UNCHANGED and same.ratio == pytest.approx(1.0, abs=0.005)
+    assert stored.judge_sessions(day1 + day2, [104.0] * 3, 0.05, SMOKE_ALPHA, within, occasion=occasion).failed
+    drift = stored.pooled_drift([day1 + day2], [occasion], within)
+    new_day = stored.judge_sessions(day1 + day2, [104.0] * 3, 0.05, SMOKE_ALPHA, within, occasion=occasion,
+                                    drift=drift)
+    assert not new_day.failed and new_day.baseline_median == pytest.approx(math.exp(
+        (np.mean(np.log([100.0, 101.0, 99.0, 100.5])) + np.mean(np.log([115.0, 116.0, 114.0, 115.5]))) / 2))
+
+
 def test_a_refresh_on_a_new_day_keeps_the_days_before_it():
     def day(d, n):
         return [{"samples": [1.0], "date": f"2026-11-{d}T0{i}:00:00+00:00", "i": (d, i)} for i in range(n)]

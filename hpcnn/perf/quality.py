@@ -201,9 +201,10 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
 
     Each simulated combination is a recorded one (cycled) whose randomly chosen
     session plays the current session and whose other sessions the baseline; the
-    pooled spread leaves that session out too. The held-out session shares its
-    recorded occasion, so this checks the spread within occasions; the drift between
-    days is checked only by sessions run on another day (``stored_quality``).
+    pooled spread leaves that session out too. The held-out session is judged
+    against the other sessions of its occasion, as a session run within hours of a
+    recording is, so this checks the spread within occasions; the drift between days
+    is checked by sessions run on another day (``stored_quality``).
     Returns how many of ``draws`` matrices had any failure (the family-wise
     false-alarm rate), and the same for a parametric draw from the fitted
     log-normal noise.
@@ -222,7 +223,10 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
             rest, rest_occasion = sessions[:j] + sessions[j + 1:], occasion[k][:j] + occasion[k][j + 1:]
             others = [judged[x] for x in keys if x != k] + [rest]
             prior = stored.pooled_noise(others, [occasion[x] for x in keys if x != k] + [rest_occasion])
-            v = stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, prior, occasion=rest_occasion)
+            own = [s for s, g in zip(rest, rest_occasion) if g == occasion[k][j]]  # the held-out one's occasion
+            v = (stored.judge_sessions(own, sessions[j], gate.STORED_THRESHOLD, each, prior) if own else
+                 stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, prior, occasion=rest_occasion,
+                                       drift=baselines.drift()))  # alone on its occasion: judged as a new one
             cases[(k, j)] = v.failed
     counts = [len(judged[keys[i % len(keys)]]) for i in range(combinations)]
     failures = 0

@@ -184,17 +184,20 @@ def moderated_noise(sessions: Sessions, prior: Optional[Noise],
 
 def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence[int]],
                    drift: Optional[Drift]) -> Tuple[float, float, float]:
-    """The level the next session is judged against (the mean of occasion means, log), the standard error of
-    that session's log-ratio to it, and the error's degrees of freedom (Welch-Satterthwaite).
+    """The level the next session is judged against (log), the standard error of that session's log-ratio to
+    it, and the error's degrees of freedom (Welch-Satterthwaite).
 
-    ``drift`` None: the next session shares the recording's occasion (no occasion term)."""
+    On a new occasion (``drift`` given) the level is the mean of the occasion means, each occasion one draw of
+    the drift. With ``drift`` None the next session shares the newest occasion (a session run within hours of
+    the recording): the level is that occasion's mean, and only the spread within it counts."""
     means, counts = _occasion_means(sessions, occasion)
+    if not drift:
+        return float(means[-1]), noise.sigma * math.sqrt(1 + 1 / counts[-1]), noise.df
     k = len(means)
     var_w = noise.sigma ** 2 * (1 + float(np.mean(1 / counts)) / k)
-    var_d = drift.sigma ** 2 * (1 + 1 / k) if drift else 0.0
+    var_d = drift.sigma ** 2 * (1 + 1 / k)
     var = var_w + var_d
-    df = noise.df if not var_d else var ** 2 / (var_w ** 2 / noise.df + var_d ** 2 / drift.df)
-    return float(means.mean()), math.sqrt(var), df
+    return float(means.mean()), math.sqrt(var), var ** 2 / (var_w ** 2 / noise.df + var_d ** 2 / drift.df)
 
 
 def next_session_mds(sessions: Sessions, prior: Optional[Noise], alpha: float,
@@ -220,7 +223,8 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     recorded speed, or a change that slows TensorFlow process-wide, shows there).
     ``occasion``: each recorded session's occasion (``occasions``; None: all one).
     ``drift``: this session runs on a new occasion, whose offset has this spread;
-    None: it shares the occasion of the recording (a session run right after it).
+    None: it shares the newest recorded occasion (a session run within hours of it),
+    and is judged against that occasion's sessions alone.
     ``runner_seen``: the lowest and highest runner speed of the recorded sessions
     (relative to ``runner_speed``'s reference); a ``runner_speed`` beyond them by
     more than ``RUNNER_MARGIN`` fails only drops beyond ``gate.WIDE_BOUND``.
