@@ -14,7 +14,6 @@ from hpcnn.perf import gate
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import detect, differences, profile_id
 from hpcnn.perf.report import Row, format_markdown, format_table, investigate_commands
-from hpcnn.perf.stored import Drift, Noise
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -31,8 +30,6 @@ class PerfSession:
     device: str
     available_devices: int
     judged: int = 0  # combinations this session judges against baselines: the family of the alpha split
-    prior: Optional[Noise] = None  # spread between sessions of one occasion, pooled over the file's combinations
-    drift: Optional[Drift] = None  # spread of whole occasions' offsets, for a session on another day than the file's
     commit: Optional[str] = None  # the checkout's commit (read once): recorded with a session, named on failures
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
@@ -87,7 +84,7 @@ def pytest_sessionstart(session):
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
     update = config.getoption("--update-baselines")
     config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
-                                     prior=loaded.prior(), drift=loaded.drift(), commit=baselines_lib.current_commit())
+                                     commit=baselines_lib.current_commit())
 
 
 def pytest_collection_finish(session):

@@ -10,7 +10,6 @@ from hpcnn.benchmark import Benchmark
 from hpcnn.perf import gate
 from hpcnn.perf.baselines import session_record
 from hpcnn.perf.paired import warmup_steps_for
-from hpcnn.perf.stored import judge_sessions, on_yardstick
 from hpcnn.perf.yardstick import VERSION as YARDSTICK_VERSION
 from hpcnn.stats import throughput
 
@@ -52,20 +51,13 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
         s.recorded[combo.key] = session_record(samples, s.commit, statistics.median(rates))
         s.rows.append((combo.key, None, f"recorded: median {statistics.median(samples):.2f} images/sec"))
         return
-    sessions, reference = s.baselines.judged_sessions(combo.key)
-    if not sessions:
+    if not s.baselines.sessions(combo.key):
         s.rows.append((combo.key, None, "no baseline"))
         pytest.skip(f"no baseline for {combo.key} in {s.path}; record sessions on this runner with "
                     f"`pytest perf_tests --update-baselines --hardware-profile={s.profile_id}`")
-    threshold = s.baselines.combinations[combo.key].get("threshold", gate.STORED_THRESHOLD)
-    current, speed = samples, None
-    if reference:  # every recorded session timed the yardstick: judge throughput relative to the runner's speed
-        speed = statistics.median(rates) / reference
-        current = on_yardstick(samples, statistics.median(rates), reference)
-    drift = s.drift if s.baselines.on_new_occasion(combo.key) else None  # not right after recording: other day
-    v = judge_sessions(sessions, current, threshold, s.alpha, s.prior, speed, s.baselines.occasions(combo.key), drift,
-                       s.baselines.runner_seen(combo.key))
-    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, runner_speed=speed)
+    v = s.baselines.judge(combo.key, samples, rates, s.alpha)
+    runner = s.baselines.runner(combo.key, statistics.median(rates))
+    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, runner_speed=runner and runner.speed)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
     if v.failed:

@@ -310,12 +310,13 @@ def _quiet_baselines(leave_out=None):
                           for k, v in YARDSTICK.items()})
 
 
-def _judged_on_yardstick(b, key, session, factor=1.0, guard=False):
+def _judged_on_yardstick(b, key, session, factor=1.0):
+    """As the perf suite judges ``session`` (its rounds times ``factor``) against ``b``, on one occasion."""
     sessions, reference = b.judged_sessions(key)
     rate = session["yardstick"]["rate"]
-    current = stored.on_yardstick([x * factor for x in session["samples"]], rate, reference)
-    return stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, SMOKE_ALPHA, b.prior(), rate / reference,
-                                 runner_seen=b.runner_seen(key) if guard else None)
+    runner = b.runner(key, rate)
+    current = stored.on_yardstick([x * factor for x in session["samples"]], rate, reference, runner.slope.beta)
+    return stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, SMOKE_ALPHA, b.prior(), runner)
 
 
 def test_on_the_yardstick_a_session_beside_a_busy_neighbour_is_no_regression():
@@ -357,15 +358,15 @@ def test_a_runner_far_slower_than_its_baselines_saw_fails_only_drops_beyond_the_
     as before."""
     b = _quiet_baselines()
     for key, sessions in YARDSTICK.items():
-        low, high = b.runner_seen(key)
+        low, high = b.runner(key, 1.0).seen
         assert 0.8 < low <= 1 <= high < 1.25, (key, low, high)  # the quiet recording's own range
         for session in (s for s in sessions if s["neighbour"]):
-            v = _judged_on_yardstick(b, key, session, factor=0.9, guard=True)
+            v = _judged_on_yardstick(b, key, session, factor=0.9)
             assert v.verdict in (gate.UNCHANGED, gate.NOISE) and v.mds >= gate.WIDE_BOUND, (key, v.describe())
             assert f"beyond the {low:.2f}-{high:.2f}x its baselines saw" in v.describe()
-            assert _judged_on_yardstick(b, key, session, factor=0.5, guard=True).failed  # a halving still fails
+            assert _judged_on_yardstick(b, key, session, factor=0.5).failed  # a halving still fails
         for session in (s for s in sessions if not s["neighbour"]):
-            inside = _judged_on_yardstick(_quiet_baselines(leave_out=session), key, session, guard=True)
+            inside = _judged_on_yardstick(_quiet_baselines(leave_out=session), key, session)
             assert "beyond the" not in inside.describe() and inside.mds < gate.WIDE_BOUND
 
 
@@ -460,21 +461,26 @@ def test_a_refresh_on_a_new_day_keeps_the_days_before_it():
 CROSS_DAY = _load("cross_day_sessions.json")
 
 
-def _next_day(level, guard=True, drift=True):
-    """Every (combination, session) of the next day's ``level`` sessions, judged against the day-old file."""
+def _next_day(level, before=False):
+    """Every (combination, session) of the next day's ``level`` sessions, judged against the day-old file;
+    ``before``: as the gate did before occasions (the rounds over the whole yardstick rate, nothing more)."""
     b = Baselines(CROSS_DAY["profile"], CROSS_DAY["recorded"])
     alpha = gate.combination_alpha(gate.DEFAULT_ALPHA, len(b.combinations))
+    reference = {k: b.judged_sessions(k)[1] for k in b.combinations}
+    whole = {k: [stored.on_yardstick(s["samples"], s["yardstick"]["rate"], reference[k]) for s in v["sessions"]]
+             for k, v in b.combinations.items()}  # over the whole rate
     out = []
     for session in CROSS_DAY["next_day"][level]:
         started = datetime.datetime.fromtimestamp(session["start"], datetime.timezone.utc)
         for key, rec in session["combinations"].items():
             assert b.on_new_occasion(key, started)  # the next day: the perf suite adds the drift
-            sessions, reference = b.judged_sessions(key)
-            rate = float(np.median(rec["yardstick_rates"]))
-            current = stored.on_yardstick(rec["images_per_sec_rounds"], rate, reference)
-            out.append((key, stored.judge_sessions(sessions, current, gate.STORED_THRESHOLD, alpha, b.prior(),
-                                                   rate / reference, b.occasions(key), b.drift() if drift else None,
-                                                   b.runner_seen(key) if guard else None)))
+            rounds, rates = rec["images_per_sec_rounds"], rec["yardstick_rates"]
+            if not before:
+                out.append((key, b.judge(key, rounds, rates, alpha, now=started)))
+                continue
+            current = stored.on_yardstick(rounds, float(np.median(rates)), reference[key])
+            out.append((key, stored.judge_sessions(whole[key], current, gate.STORED_THRESHOLD, alpha,
+                                                   stored.pooled_noise(whole.values()))))
     return out
 
 
@@ -495,12 +501,63 @@ def test_the_next_day_the_yardstick_alone_reads_planted_slowdowns_as_speed_ups_w
     speed, and the yardstick over-corrects the models); the gate now reports none of them as an improvement,
     and each it passes has an MDS above the planted size: it says it cannot see such a drop there."""
     for level in ("0.1", "0.25"):
-        before = _next_day(level, guard=False, drift=False)
+        before = _next_day(level, before=True)
         assert any(v.ratio > 1 - float(level) + 0.15 for _, v in before), level  # 15 points faster than planted
         now = _next_day(level)
         assert not [k for k, v in now if v.verdict == gate.IMPROVEMENT]
         missed = [v for _, v in now if not v.failed]
         assert all(v.mds > float(level) for v in missed), [v.describe() for v in missed]
+
+
+def test_within_a_day_throughput_follows_the_yardstick_at_about_half_its_rate():
+    """The next day's 6 unchanged sessions ran with the runner at 0.43-0.94x: per combination, log throughput
+    moved about half as far as the log yardstick rate, so dividing by the whole rate over-corrects."""
+    day = CROSS_DAY["next_day"]["0.0"]
+    keys = list(day[0]["combinations"])
+    levels = [stored.levels([s["combinations"][k]["images_per_sec_rounds"] for s in day]) for k in keys]
+    speeds = [[float(np.median(s["combinations"][k]["yardstick_rates"])) for s in day] for k in keys]
+    slope = stored.pooled_slope(levels, speeds, [[0] * len(day)] * len(keys))
+    assert slope.sessions == 36 and 0.35 < slope.beta < 0.75
+    assert slope.var > stored.SLOPE_SPREAD ** 2  # one combination's slope is less sure than the pooled one
+
+    def spread(beta):  # of log session level about each combination's mean, at this slope
+        return float(np.std(np.concatenate([(y - beta * np.log(z)) - np.mean(y - beta * np.log(z))
+                                            for y, z in zip(levels, speeds)])))
+
+    assert spread(slope.beta) < 0.75 * spread(1.0) and spread(slope.beta) < 0.75 * spread(0.0)
+
+
+def test_pooled_slope_is_the_assumption_until_an_occasion_holds_sessions_at_different_speeds():
+    one_each = stored.pooled_slope([[0.0, 0.1]], [[1.0, 2.0]], [[0, 1]])  # two occasions of one session
+    assert one_each == stored.pooled_slope([[0.0, 0.1, 0.2]], [[1.0, 1.0, 1.0]], [[0, 0, 0]]) == stored.ASSUMED
+    steep = stored.pooled_slope([np.log([10.0, 20.0, 40.0, 80.0]) + [0.01, -0.01, 0.01, -0.01]],
+                                [[1.0, 2.0, 4.0, 8.0]], [[0, 0, 0, 0]])  # throughput in proportion to the speed
+    assert steep.sessions == 4 and stored.ASSUMED_SLOPE < steep.beta < 1.0  # pulled towards the prior, a little
+
+
+def test_the_slopes_uncertainty_widens_the_interval_as_the_runner_moves_from_its_recorded_speeds():
+    sessions, prior = [[100.0], [102.0], [98.0], [101.0]], stored.Noise(0.03, 40)
+    slope, recorded = stored.Slope(0.6, 0.04), (0.9, 1.0, 1.1, 1.0)
+    at_home = stored.next_session_mds(sessions, prior, 0.01, runner=stored.Runner(1.0, recorded, slope))
+    far = stored.next_session_mds(sessions, prior, 0.01, runner=stored.Runner(1.3, recorded, slope))
+    noise = stored.moderated_noise(sessions, prior)
+    gap = math.log(1.3) - float(np.mean(np.log(recorded)))
+    se = math.sqrt(noise.sigma ** 2 * (1 + 1 / 4) + 0.04 * gap ** 2)
+    assert far == pytest.approx(gate.mds(se, noise.df * (se ** 2 / (noise.sigma ** 2 * 1.25)) ** 2, 0.01))
+    assert at_home < far and at_home == pytest.approx(stored.next_session_mds(sessions, prior, 0.01), rel=1e-3)
+    with pytest.raises(ValueError, match="3 recorded runner speeds for 4 sessions"):
+        stored.judge_sessions(sessions, [100.0], runner=stored.Runner(1.0, recorded[:3], slope))
+
+
+def test_at_the_files_slope_the_next_days_unchanged_sessions_read_closer_to_their_baseline():
+    """The day-old file's own slope (fitted within its day) brings the next day's unchanged sessions, with the
+    runner at half its recorded speed, closer to 1 than the whole rate does; none fails, none is 'faster'."""
+    b = Baselines(CROSS_DAY["profile"], CROSS_DAY["recorded"])
+    assert b.slope().sessions == 48 and b.slope().beta < 0.8
+    now, before = _next_day("0.0"), _next_day("0.0", before=True)
+    assert not [v.describe() for _, v in now if v.failed or v.verdict == gate.IMPROVEMENT]
+    assert (np.std([math.log(v.ratio) for _, v in now]) < 0.7 * np.std([math.log(v.ratio) for _, v in before]))
+    assert all(f"to the power {b.slope().beta:.2f}" in v.describe() for _, v in now)
 
 
 def test_a_400_combination_matrix_of_unchanged_sessions_fails_no_more_than_alpha():

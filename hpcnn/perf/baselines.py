@@ -17,8 +17,9 @@ them). Schema-1 files (one ``samples`` list per combination) read as one session
 ``yardstick`` (optional) is the rate of ``hpcnn.perf.yardstick`` timed beside the
 session's rounds: the runner's speed at the time. When every session of a
 combination has one of the current version, the gate judges that combination's
-throughput relative to it (``judged_sessions``), which cancels the whole-session
-drift that otherwise dominates the stored gate's noise.
+throughput relative to it (``judged_sessions``, with the file's ``slope``), which
+cancels most of the whole-session drift that otherwise dominates the stored
+gate's noise. ``Baselines.judge`` is the stored gate for one combination.
 """
 
 from __future__ import annotations
@@ -58,10 +59,14 @@ def path_for(directory: str, profile_id: str) -> str:
 
 @dataclasses.dataclass
 class Baselines:
-    """A baselines file: the profile it was recorded on (None for a new file) and its combinations."""
+    """A baselines file: the profile it was recorded on (None for a new file) and its combinations.
+
+    Figures pooled over the combinations (``prior``, ``drift``, ``slope``) are computed once: change
+    ``combinations`` through ``save``, which returns a new object."""
 
     profile: Optional[dict]
     combinations: Dict[str, dict]
+    _pooled: Dict[str, object] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     def sessions(self, key: str) -> List[List[float]]:
         """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
@@ -72,14 +77,14 @@ class Baselines:
 
         When every recorded session of ``key`` timed the current yardstick, each
         session's rounds are scaled by the median of those rates over the session's
-        own (images/sec at the runner's typical recorded speed) and that median is
-        returned; otherwise the raw rounds and None.
+        own, to the power ``slope`` (images/sec at the runner's typical recorded
+        speed), and that median is returned; otherwise the raw rounds and None.
         """
         sessions, rates = self._yardstick_rates(key)
         if not rates:
             return self.sessions(key), None
-        reference = statistics.median(rates)
-        return [stored.on_yardstick(s["samples"], rate, reference) for s, rate in zip(sessions, rates)], reference
+        reference, beta = statistics.median(rates), self.slope().beta
+        return [stored.on_yardstick(s["samples"], r, reference, beta) for s, r in zip(sessions, rates)], reference
 
     def _yardstick_rates(self, key: str) -> Tuple[List[dict], List[float]]:
         """``key``'s sessions and their yardstick rates; no rates unless every session timed the current version."""
@@ -87,14 +92,25 @@ class Baselines:
         rates = [_current_yardstick_rate(s) for s in sessions]
         return sessions, ([] if not sessions or None in rates else rates)
 
-    def runner_seen(self, key: str) -> Optional[Tuple[float, float]]:
-        """The slowest and fastest runner speed among ``key``'s recorded sessions, relative to the reference
-        ``judged_sessions`` returns; None where the sessions are not all on the yardstick."""
+    def runner(self, key: str, rate: float) -> Optional[stored.Runner]:
+        """A session of ``key`` whose yardstick ran at ``rate``, against the runner speeds of ``key``'s recorded
+        sessions (relative to the reference ``judged_sessions`` returns); None where they are not all on the
+        yardstick."""
         rates = self._yardstick_rates(key)[1]
         if not rates:
             return None
         reference = statistics.median(rates)
-        return min(rates) / reference, max(rates) / reference
+        return stored.Runner(rate / reference, tuple(r / reference for r in rates), self.slope())
+
+    def slope(self) -> stored.Slope:
+        """How far throughput follows the yardstick within an occasion, pooled over the combinations whose
+        sessions all timed it (``stored.pooled_slope``)."""
+        if "slope" not in self._pooled:
+            keys = [k for k in self.combinations if self._yardstick_rates(k)[1]]
+            self._pooled["slope"] = stored.pooled_slope([stored.levels(self.sessions(k)) for k in keys],
+                                                        [self._yardstick_rates(k)[1] for k in keys],
+                                                        [self.occasions(k) for k in keys])
+        return self._pooled["slope"]
 
     def occasions(self, key: str) -> List[int]:
         """The occasion of each recorded session of ``key`` (``stored.occasions`` of their dates)."""
@@ -113,14 +129,41 @@ class Baselines:
 
     def prior(self) -> Optional[stored.Noise]:
         """The spread between sessions of one occasion pooled over every combination, as the gate judges each."""
-        return stored.pooled_noise([self.judged_sessions(k)[0] for k in self.combinations],
-                                   [self.occasions(k) for k in self.combinations])
+        if "prior" not in self._pooled:
+            self._pooled["prior"] = stored.pooled_noise([self.judged_sessions(k)[0] for k in self.combinations],
+                                                        [self.occasions(k) for k in self.combinations])
+        return self._pooled["prior"]
 
     def drift(self) -> stored.Drift:
         """The spread of occasion offsets pooled over every combination (the assumed one until two occasions)."""
-        keys = list(self.combinations)
-        return stored.pooled_drift([self.judged_sessions(k)[0] for k in keys], [self.occasions(k) for k in keys],
-                                   self.prior())
+        if "drift" not in self._pooled:
+            keys = list(self.combinations)
+            self._pooled["drift"] = stored.pooled_drift([self.judged_sessions(k)[0] for k in keys],
+                                                        [self.occasions(k) for k in keys], self.prior())
+        return self._pooled["drift"]
+
+    def judge(self, key: str, samples: Sequence[float], rates: Sequence[float] = (),
+              alpha: float = gate.DEFAULT_ALPHA, now: Optional[datetime.datetime] = None) -> gate.Verdict:
+        """The stored gate: this session's rounds of ``key`` (images/sec, and the yardstick rates timed beside
+        them) against its recorded sessions, at level ``alpha``.
+
+        On the yardstick where every recorded session and this one timed it; with the drift between occasions
+        where ``now`` (default: now) is on another occasion than the newest recorded one; at the combination's
+        own threshold if the file sets one.
+
+        Raises:
+          ValueError: ``key`` has no recorded session, or a throughput is not positive.
+        """
+        sessions, reference = self.judged_sessions(key)
+        runner = self.runner(key, statistics.median(rates)) if rates and reference else None
+        if runner is None:
+            sessions, current = self.sessions(key), list(samples)
+        else:
+            current = stored.on_yardstick(samples, statistics.median(rates), reference, runner.slope.beta)
+        threshold = self.combinations.get(key, {}).get("threshold", gate.STORED_THRESHOLD)
+        drift = self.drift() if self.on_new_occasion(key, now) else None
+        return stored.judge_sessions(sessions, current, threshold, alpha, self.prior(), runner, self.occasions(key),
+                                     drift)
 
 
 def load(path: str) -> Baselines:
@@ -199,9 +242,11 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
     result = Baselines(profile, dict(sorted(combos.items())))
     prior, drift, each = result.prior(), result.drift(), gate.combination_alpha(alpha, len(combos))
     for key, rec in result.combinations.items():
+        sessions, reference = result.judged_sessions(key)
         rec["alpha"] = each
-        rec["mds"] = stored.next_session_mds(result.judged_sessions(key)[0], prior, each, result.occasions(key),
-                                             drift)  # for a session on another day, as CI's are
+        rec["mds"] = stored.next_session_mds(sessions, prior, each, result.occasions(key), drift,
+                                             reference and result.runner(key, reference))
+        # for a session on another day, as CI's are, with the runner at its median recorded speed
     jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
     return result
 

@@ -31,6 +31,15 @@ occasion term added: its spread (``Drift``) pooled over the file's combinations
 where the file holds two or more occasions, moderated towards ``ASSUMED_DRIFT``,
 the between-day spread measured on our own runners, which stands alone until a
 file holds a second occasion.
+
+The yardstick is not every workload: within one day on a 2-core Zen 3 runner,
+log throughput moved 0.57 times as far as the log yardstick rate (84 sessions;
+0.2-0.8 per combination and day), and dividing by the whole rate read unchanged
+sessions up to 20% fast. The correction therefore raises the rate ratio to a
+``Slope`` measured within the file's occasions and moderated towards
+``ASSUMED_SLOPE``; the slope's uncertainty, for the combination judged, enters
+the prediction interval in proportion to how far this session's runner speed
+lies from the speeds of the sessions it is compared with (``Runner``).
 """
 
 from __future__ import annotations
@@ -55,6 +64,16 @@ ASSUMED_DRIFT_DF = 12
 # slower than ever recorded slows the models less than the yardstick, so a correction from 0.6x read unchanged
 # sessions up to 20% fast, and a planted 10% slowdown as a 14% "improvement"
 RUNNER_MARGIN = 0.10
+# How far log throughput follows the log yardstick rate, before a file measures its own (a normal prior): 0.57
+# (se 0.03) pooled within days over 84 sessions of the Zen 3 runner, 0.47 within the occasions of its shipped
+# file, 0.83 over 16 sessions of which half ran beside a process burning a core; and how far one combination's
+# slope strays from the pooled one (0.2-0.8 per combination and day, each from 6-10 sessions)
+ASSUMED_SLOPE = 0.7
+ASSUMED_SLOPE_SD = 0.2
+SLOPE_SPREAD = 0.15
+# The spread of log session levels about that fit within an occasion, for a file of few sessions (0.02-0.09 on
+# the yardstick over the sessions named in baselines/README.md): worth PRIOR_DF degrees of freedom
+RESIDUAL_SD = 0.05
 
 Sessions = Sequence[Sequence[float]]  # per recorded session, its rounds' images/sec
 
@@ -78,6 +97,35 @@ class Drift:
 
 
 ASSUMED_DRIFT = Drift(ASSUMED_DRIFT_SIGMA, ASSUMED_DRIFT_DF)
+
+
+@dataclasses.dataclass(frozen=True)
+class Slope:
+    """How far log throughput follows the log yardstick rate within an occasion (``beta``), the variance of one
+    combination's slope about it (the pooled estimate's error plus ``SLOPE_SPREAD`` squared), and how many
+    recorded sessions measured it (0: ``ASSUMED_SLOPE`` alone)."""
+
+    beta: float
+    var: float
+    sessions: int = 0
+
+
+ASSUMED = Slope(ASSUMED_SLOPE, ASSUMED_SLOPE_SD ** 2 + SLOPE_SPREAD ** 2)
+
+
+@dataclasses.dataclass(frozen=True)
+class Runner:
+    """Where a session stands on the yardstick: its runner speed and each recorded session's (rates over one
+    reference rate, recorded oldest first), and how far throughput follows that speed."""
+
+    speed: float
+    recorded: Tuple[float, ...]
+    slope: Slope
+
+    @property
+    def seen(self) -> Tuple[float, float]:
+        """The slowest and fastest recorded speed."""
+        return min(self.recorded), max(self.recorded)
 
 
 def occasions(dates: Sequence[Optional[str]], gap_hours: float = OCCASION_GAP_HOURS) -> List[int]:
@@ -109,11 +157,38 @@ def _parse(date: Optional[str]) -> Optional[datetime.datetime]:
     return t if t.tzinfo else t.replace(tzinfo=datetime.timezone.utc)
 
 
-def on_yardstick(samples: Sequence[float], rate: float, reference: float) -> List[float]:
-    """``samples`` (images/sec) as they would read with the yardstick at ``reference`` instead of ``rate``."""
+def on_yardstick(samples: Sequence[float], rate: float, reference: float, slope: float = 1.0) -> List[float]:
+    """``samples`` (images/sec) as they would read with the yardstick at ``reference`` instead of ``rate``, where
+    throughput follows the yardstick's rate to the power ``slope``."""
     if rate <= 0 or reference <= 0:
         raise ValueError(f"on_yardstick() needs positive rates, got rate={rate} reference={reference}")
-    return [x * reference / rate for x in samples]
+    return [x * (reference / rate) ** slope for x in samples]
+
+
+def pooled_slope(every_levels: Iterable[Sequence[float]], every_speeds: Iterable[Sequence[float]],
+                 every_occasion: Iterable[Sequence[int]]) -> Slope:
+    """The slope of log session level (``levels`` of raw rounds) on log yardstick rate within each combination's
+    occasions, pooled over combinations and combined with the ``ASSUMED_SLOPE`` prior by precision; the prior
+    alone where no occasion holds two sessions at different rates."""
+    xs, ys, groups = [], [], 0
+    for y, z, occasion in zip(every_levels, every_speeds, every_occasion):
+        y, z, g = np.asarray(y, float), np.log(np.asarray(z, float)), np.asarray(occasion)
+        for o in np.unique(g):
+            if np.sum(g == o) > 1:
+                xs.append(z[g == o] - z[g == o].mean())
+                ys.append(y[g == o] - y[g == o].mean())
+                groups += 1
+    x, y = (np.concatenate(xs), np.concatenate(ys)) if xs else (np.zeros(0), np.zeros(0))
+    sxx, df = float(x @ x), len(x) - groups - 1
+    prior_var = ASSUMED_SLOPE_SD ** 2
+    if sxx <= 0 or df <= 0:
+        return ASSUMED
+    own = float(x @ y) / sxx
+    residual = (PRIOR_DF * RESIDUAL_SD ** 2 + float(np.sum((y - own * x) ** 2))) / (PRIOR_DF + df)
+    own_var = residual / sxx
+    var = 1 / (1 / prior_var + 1 / own_var)
+    beta = var * (ASSUMED_SLOPE / prior_var + own / own_var)
+    return Slope(float(np.clip(beta, 0.0, 1.5)), var + SLOPE_SPREAD ** 2, len(x))
 
 
 def levels(sessions: Sessions) -> np.ndarray:
@@ -182,64 +257,81 @@ def moderated_noise(sessions: Sessions, prior: Optional[Noise],
     return Noise(math.sqrt(var), d0 + own_df)
 
 
-def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence[int]],
-                   drift: Optional[Drift]) -> Tuple[float, float, float]:
+def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence[int]], drift: Optional[Drift],
+                   runner: Optional[Runner] = None) -> Tuple[float, float, float]:
     """The level the next session is judged against (log), the standard error of that session's log-ratio to
     it, and the error's degrees of freedom (Welch-Satterthwaite).
 
     On a new occasion (``drift`` given) the level is the mean of the occasion means, each occasion one draw of
     the drift. With ``drift`` None the next session shares the newest occasion (a session run within hours of
-    the recording): the level is that occasion's mean, and only the spread within it counts."""
-    means, counts = _occasion_means(sessions, occasion)
-    if not drift:
-        return float(means[-1]), noise.sigma * math.sqrt(1 + 1 / counts[-1]), noise.df
-    k = len(means)
-    var_w = noise.sigma ** 2 * (1 + float(np.mean(1 / counts)) / k)
-    var_d = drift.sigma ** 2 * (1 + 1 / k)
-    var = var_w + var_d
-    return float(means.mean()), math.sqrt(var), var ** 2 / (var_w ** 2 / noise.df + var_d ** 2 / drift.df)
+    the recording): the level is that occasion's mean, and only the spread within it counts. With ``runner``,
+    the slope's variance times the squared distance of the runner's log speed from the same mean of the
+    recorded sessions' log speeds is added: the yardstick's correction is surer close to where it was measured."""
+    groups = np.asarray(occasion if occasion is not None else [0] * len(sessions))
+    ids = np.unique(groups)
+    counts = np.array([np.sum(groups == g) for g in ids])
+    if drift:  # every occasion weighs alike, its sessions alike within it
+        weights = np.array([1 / (len(ids) * counts[list(ids).index(g)]) for g in groups])
+        k = len(ids)
+        var_w = noise.sigma ** 2 * (1 + float(np.mean(1 / counts)) / k)
+        var_d = drift.sigma ** 2 * (1 + 1 / k)
+    else:
+        weights = (groups == ids[-1]) / counts[-1]
+        var_w, var_d = noise.sigma ** 2 * (1 + 1 / counts[-1]), 0.0
+    var_r = 0.0
+    if runner is not None:
+        var_r = runner.slope.var * (math.log(runner.speed) - float(weights @ np.log(runner.recorded))) ** 2
+    var = var_w + var_d + var_r
+    df = var ** 2 / (var_w ** 2 / noise.df + (var_d ** 2 / drift.df if drift else 0.0))
+    return float(weights @ levels(sessions)), math.sqrt(var), df
 
 
 def next_session_mds(sessions: Sessions, prior: Optional[Noise], alpha: float,
-                     occasion: Optional[Sequence[int]] = None, drift: Optional[Drift] = None) -> Optional[float]:
+                     occasion: Optional[Sequence[int]] = None, drift: Optional[Drift] = None,
+                     runner: Optional[Runner] = None) -> Optional[float]:
     """The minimum detectable slowdown of the next session against ``sessions`` at ``alpha``; None if unknown.
 
-    ``drift``: that session runs on a new occasion with this spread of occasion offsets; None: the same one."""
+    ``drift``: that session runs on a new occasion with this spread of occasion offsets; None: the same one.
+    ``runner``: where that session's runner stands on the yardstick."""
     noise = moderated_noise(sessions, prior, occasion)
     if noise is None:
         return None
-    _, se, df = _prediction_se(sessions, noise, occasion, drift)
+    _, se, df = _prediction_se(sessions, noise, occasion, drift, runner)
     return gate.mds(se, df, alpha)
 
 
 def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: float = gate.STORED_THRESHOLD,
-                   alpha: float = gate.DEFAULT_ALPHA, prior: Optional[Noise] = None,
-                   runner_speed: Optional[float] = None, occasion: Optional[Sequence[int]] = None,
-                   drift: Optional[Drift] = None, runner_seen: Optional[Tuple[float, float]] = None) -> gate.Verdict:
+                   alpha: float = gate.DEFAULT_ALPHA, prior: Optional[Noise] = None, runner: Optional[Runner] = None,
+                   occasion: Optional[Sequence[int]] = None, drift: Optional[Drift] = None) -> gate.Verdict:
     """This session's rounds against the recorded ``sessions``, at level ``alpha``.
 
-    ``runner_speed``: where both are on the yardstick, this session's yardstick rate
-    over the recorded one, named in the verdict's evidence (a runner far from its
-    recorded speed, or a change that slows TensorFlow process-wide, shows there).
+    ``runner``: where both are on the yardstick (``on_yardstick`` with ``runner.slope``),
+    this session's runner speed and the recorded sessions'. The slope's uncertainty
+    widens the interval as the speed moves from theirs, the speed is named in the
+    verdict's evidence (a runner far from its recorded speed, or a change that slows
+    TensorFlow process-wide, shows there), and a speed beyond the recorded range by
+    more than ``RUNNER_MARGIN`` fails only drops beyond ``gate.WIDE_BOUND``.
     ``occasion``: each recorded session's occasion (``occasions``; None: all one).
     ``drift``: this session runs on a new occasion, whose offset has this spread;
     None: it shares the newest recorded occasion (a session run within hours of it),
     and is judged against that occasion's sessions alone.
-    ``runner_seen``: the lowest and highest runner speed of the recorded sessions
-    (relative to ``runner_speed``'s reference); a ``runner_speed`` beyond them by
-    more than ``RUNNER_MARGIN`` fails only drops beyond ``gate.WIDE_BOUND``.
 
     Raises:
-      ValueError: no recorded session, or non-positive throughputs.
+      ValueError: no recorded session, non-positive throughputs, or a runner whose recorded speeds do not
+        match the sessions.
     """
     if not sessions or min(min(s) for s in sessions) <= 0 or min(current, default=0) <= 0:
         raise ValueError("judge_sessions() needs recorded sessions and positive throughputs")
+    if runner is not None and len(runner.recorded) != len(sessions):
+        raise ValueError(f"judge_sessions(): {len(runner.recorded)} recorded runner speeds for {len(sessions)} "
+                         "sessions")
     noise = moderated_noise(sessions, prior, occasion)
-    on = "" if runner_speed is None else f" on the yardstick (runner at {runner_speed:.2f}x its recorded speed)"
+    on = "" if runner is None else (f" on the yardstick (runner at {runner.speed:.2f}x its recorded speed, "
+                                    f"throughput following it to the power {runner.slope.beta:.2f})")
     if noise is None:
         v = _single_session(sessions[0], current, threshold, alpha)
         return dataclasses.replace(v, evidence=v.evidence + on)
-    level, se, df = _prediction_se(sessions, noise, occasion, drift)
+    level, se, df = _prediction_se(sessions, noise, occasion, drift, runner)
     base, cur = math.exp(level), float(np.median(current))
     log_ratio = math.log(cur / base)
     score = log_ratio / se if se > 0 else math.copysign(math.inf, log_ratio)
@@ -254,13 +346,13 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
                      + ("assumed (record sessions on other days to measure this runner's)" if not drift.measured_df
                         else f"measured on {drift.measured_df} occasion contrast(s)"))
     verdict, mds = gate.classify(ratio, p_slower, p_faster, threshold, alpha), gate.mds(se, df, alpha)
-    if runner_speed is not None and runner_seen and not _within_reach(runner_speed, runner_seen):
+    if runner is not None and not _within_reach(runner.speed, runner.seen):
         bound = max(threshold, gate.WIDE_BOUND)
         verdict, mds = gate.classify_loosely(ratio, p_slower, p_faster, threshold, bound, alpha), max(mds, bound)
-        notes.append(f"the runner at {runner_speed:.2f}x is beyond the {runner_seen[0]:.2f}-{runner_seen[1]:.2f}x "
-                     f"its baselines saw, where the yardstick does not correct every workload alike: only drops "
-                     f"beyond {bound:.0%} fail (record sessions on this runner as it is now, or compare in paired "
-                     "mode)")
+        low, high = runner.seen
+        notes.append(f"the runner at {runner.speed:.2f}x is beyond the {low:.2f}-{high:.2f}x its baselines saw, "
+                     f"where the yardstick does not correct every workload alike: only drops beyond {bound:.0%} fail "
+                     "(record sessions on this runner as it is now, or compare in paired mode)")
     return gate.Verdict(base, cur, ratio, math.exp(log_ratio - half), math.exp(log_ratio + half), p_slower, p_faster,
                         threshold, verdict, alpha, mds, f"{len(sessions)} recorded session(s){where}{on}",
                         "; ".join(notes))
