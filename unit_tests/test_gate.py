@@ -381,14 +381,14 @@ def test_one_recorded_session_says_it_cannot_tell_drift_from_a_regression():
 
 
 # -- stored mode across occasions: the drift between days ----------------------------------------------------
-def test_sessions_more_than_six_hours_apart_start_a_new_occasion_and_an_undated_one_joins_the_last():
-    dates = ["2026-11-24T03:55:59+00:00", "2026-11-24T04:10:00+00:00", "2026-11-24T09:59:00+00:00", None,
-             "2026-11-24T16:00:00+00:00", "2026-11-25T01:30:00+00:00"]
-    assert stored.occasions(dates) == [0, 0, 0, 0, 1, 2]  # 5 h 49 min is the same occasion; 6 h 01 min is not
+def test_sessions_more_than_an_hour_apart_start_a_new_occasion_and_an_undated_one_joins_the_last():
+    dates = ["2026-11-24T03:55:59+00:00", "2026-11-24T04:10:00+00:00", "2026-11-24T05:09:00+00:00", None,
+             "2026-11-24T06:10:00+00:00", "2026-11-25T01:30:00+00:00"]
+    assert stored.occasions(dates) == [0, 0, 0, 0, 1, 2]  # 59 min is the same occasion; 61 min is not
     assert stored.occasions([None, None]) == [0, 0]
-    now = datetime.datetime(2026, 11, 25, 6, 0, tzinfo=datetime.timezone.utc)
-    assert not stored.on_new_occasion(dates, now)  # 4 h 30 min after the newest session: still its occasion
-    assert stored.on_new_occasion(dates, now + datetime.timedelta(hours=2))
+    now = datetime.datetime(2026, 11, 25, 2, 0, tzinfo=datetime.timezone.utc)
+    assert not stored.on_new_occasion(dates, now)  # 30 min after the newest session: still its occasion
+    assert stored.on_new_occasion(dates, now + datetime.timedelta(hours=1))
     assert stored.on_new_occasion([None], now)  # nothing dated: no recording to share conditions with
 
 
@@ -429,7 +429,7 @@ def test_a_new_occasion_adds_the_drift_to_the_noise_and_says_whether_it_was_meas
         sessions[:-1], sessions[-1], 0.05, SMOKE_ALPHA, prior, drift=measured).describe()
 
 
-def test_a_session_within_hours_of_the_newest_occasion_is_judged_against_that_occasion_alone():
+def test_a_session_within_the_hour_of_the_newest_occasion_is_judged_against_that_occasion_alone():
     """Two recorded days 15% apart: a session of the second day's level, run right after its recording, is
     compared with that day's sessions (no drift term), not with a level half-way between the days."""
     day1 = [[100.0], [101.0], [99.0], [100.5]]

@@ -202,7 +202,7 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
     Each simulated combination is a recorded one (cycled) whose randomly chosen
     session plays the current session and whose other sessions the baseline; the
     pooled spread leaves that session out too. The held-out session is judged
-    against the other sessions of its occasion, as a session run within hours of a
+    against the other sessions of its occasion, as a session run within the hour of a
     recording is, so this checks the spread within occasions; the drift between days
     is checked by sessions run on another day (``stored_quality``).
     Returns how many of ``draws`` matrices had any failure (the family-wise

@@ -55,7 +55,10 @@ from scipy import stats
 from hpcnn.perf import gate
 
 PRIOR_DF = 4
-OCCASION_GAP_HOURS = 6.0  # sessions closer than this ran under the same conditions
+# Sessions closer than this ran under the same conditions. On the Zen 3 runner, sessions within 83 minutes of
+# a recording caught a planted 25% in 18-20 of 20 where the MDS said 19-24%; 2.5-3.5 hours after one, the same
+# MDS caught it in 0-5 of 7 and unchanged sessions read up to 19% fast: beyond an hour, the drift counts
+OCCASION_GAP_HOURS = 1.0
 # The spread of log session level between occasions beyond the spread within one, on the yardstick, and the
 # number of independent day-to-day contrasts it rests on (set from the measurements named in baselines/README.md)
 ASSUMED_DRIFT_SIGMA = 0.05
@@ -263,7 +266,7 @@ def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence
     it, and the error's degrees of freedom (Welch-Satterthwaite).
 
     On a new occasion (``drift`` given) the level is the mean of the occasion means, each occasion one draw of
-    the drift. With ``drift`` None the next session shares the newest occasion (a session run within hours of
+    the drift. With ``drift`` None the next session shares the newest occasion (a session run within the hour of
     the recording): the level is that occasion's mean, and only the spread within it counts. With ``runner``,
     the slope's variance times the squared distance of the runner's log speed from the same mean of the
     recorded sessions' log speeds is added: the yardstick's correction is surer close to where it was measured."""
@@ -313,7 +316,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     more than ``RUNNER_MARGIN`` fails only drops beyond ``gate.WIDE_BOUND``.
     ``occasion``: each recorded session's occasion (``occasions``; None: all one).
     ``drift``: this session runs on a new occasion, whose offset has this spread;
-    None: it shares the newest recorded occasion (a session run within hours of it),
+    None: it shares the newest recorded occasion (a session run within the hour of it),
     and is judged against that occasion's sessions alone.
 
     Raises:
