@@ -609,6 +609,19 @@ def test_a_resumed_quality_record_counts_the_runs_of_every_session():
     assert quality.summarize_paired(three_runs)["startup_seconds"] == pytest.approx(sum(per_run) / 2)
 
 
+def test_the_quality_table_counts_false_failures_unchanged_and_catches_planted_over_the_record_runs():
+    s = quality.summarize_paired(TWO_SESSIONS)
+    key = "trivial-independent-NHWC-2dev-fp32-b32"
+    head, rule, row = quality.paired_table(s)
+    assert head == "| combination | unchanged | planted 10% |" and rule == "| --- | --- | --- |"
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    per = s["per_combination"][key]
+    assert cells[0] == key
+    assert cells[1].startswith(f"0/2 failed, ratio {per['0.0']['median_ratio']:.3f}")
+    assert cells[2].startswith(f"2/2 caught (plant {per['0.1']['planted_measured']:.1%})")
+    assert f"MDS {per['0.1']['median_mds']:.1%}" in cells[2]
+
+
 def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile():
     combo = [Combination("trivial", "independent", "NHWC", 2, "fp32", 32, 20)]
     same = dict(combos=combo, slowdowns=[0.10], schedule=sequential.Schedule(4, 4, 8), threshold=0.02,

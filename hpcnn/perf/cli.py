@@ -320,6 +320,7 @@ def cmd_gate_quality(args):
             print(f"planted {float(s):4.0%}: {flagged}/{summary['runs']} {what} ({summary['sessions']} "
                   f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s, plus "
                   f"{summary['startup_seconds']:.0f} s starting each run's workers")
+        print("\n".join(["", "medians over the runs:", *quality.paired_table(summary)]))
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")

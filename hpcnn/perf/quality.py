@@ -143,6 +143,24 @@ def summarize_paired(record: dict) -> dict:
     return out
 
 
+def paired_table(summary: dict) -> List[str]:
+    """A Markdown table of a paired record's summary: per combination and level, how many runs failed (false
+    failures unchanged, catches planted), the median ratio, pairs and MDS, and the median plant as measured."""
+    levels = sorted(summary["flagged"], key=float)
+    runs = summary["runs"]
+    head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name, per in sorted(summary["per_combination"].items()):
+        cells = [name]
+        for s in levels:
+            x = per[s]
+            what = "failed" if float(s) == 0 else f"caught (plant {x['planted_measured']:.1%})"
+            cells.append(f"{x['failed']}/{runs} {what}, ratio {x['median_ratio']:.3f}, {x['median_pairs']:g} pairs, "
+                         f"MDS {x['median_mds']:.1%}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
 def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, slowdowns: Sequence[float],
                    pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print,
                    save: Optional[Callable[[dict], None]] = None) -> dict:
