@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from hpcnn.perf import baselines, stored, yardstick
+from hpcnn.perf import baselines, gate, paired, quality, sequential, stored, yardstick
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
 
@@ -206,3 +206,22 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
     for key, rec in loaded.combinations.items():
         assert key in smoke and len(loaded.sessions(key)) >= 5
         assert rec["mds"] > 0 and rec["alpha"] == pytest.approx(0.01 / len(loaded.combinations))
+
+
+QUALITY = os.path.join(SHIPPED, "quality")
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(QUALITY) if f.endswith(".paired.json")))
+def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_their_profile(name):
+    """A record that the default ``gate-quality --mode=paired --resume`` would refuse (another design, schedule
+    or level) cannot collect the twenty runs it is kept for: the shipped records stay the default measurement."""
+    with open(os.path.join(QUALITY, name)) as f:
+        record = json.load(f)
+    assert record["profile_id"] + ".paired.json" == name
+    smoke = {c.key: c for c in build_matrix("smoke")}
+    combos = [smoke[k] for k in record["combinations"]]
+    quality.check_resumable(record, record["profile_id"], combos, [0.05, 0.10], sequential.Schedule(),
+                            gate.PAIRED_THRESHOLD, gate.DEFAULT_ALPHA, paired.RESTART_EVERY)
+    assert record["combination_alpha"] == pytest.approx(gate.DEFAULT_ALPHA / len(combos))
+    summary = quality.summarize_paired(record)
+    assert summary == record["summary"] and summary["runs"] == sum(s["runs"] for s in record["sessions"])
