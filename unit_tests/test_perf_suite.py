@@ -220,8 +220,8 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
     assert record["profile_id"] + ".paired.json" == name
     smoke = {c.key: c for c in build_matrix("smoke")}
     combos = [smoke[k] for k in record["combinations"]]
-    quality.check_resumable(record, record["profile_id"], combos, [0.05, 0.10], sequential.Schedule(),
+    quality.check_resumable(record, record["profile_id"], combos, list(quality.PAIRED_SLOWDOWNS), sequential.Schedule(),
                             gate.PAIRED_THRESHOLD, gate.DEFAULT_ALPHA, paired.RESTART_EVERY)
-    assert record["combination_alpha"] == pytest.approx(gate.DEFAULT_ALPHA / len(combos))
+    assert record["combination_alpha"] == pytest.approx(gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos)))
     summary = quality.summarize_paired(record)
     assert summary == record["summary"] and summary["runs"] == sum(s["runs"] for s in record["sessions"])

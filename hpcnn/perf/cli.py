@@ -47,6 +47,16 @@ def _fraction(text):
     return value
 
 
+def _slowdowns(text):
+    try:
+        values = [float(x) for x in text.split(",")]
+    except ValueError:
+        values = []
+    if not values or not all(0 < v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text} is not a comma-separated list of fractions between 0 and 1")
+    return values
+
+
 def _pairs_per_process(text):
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"{text} is not a whole number of round pairs (0: never restart)")
@@ -90,7 +100,8 @@ def _parser():
     q = sub.choices["gate-quality"]
     q.add_argument("--mode", choices=["paired", "stored", "simulate"], default="paired")
     q.add_argument("--runs", type=int, default=20)
-    q.add_argument("--slowdowns", default=None, help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored)")
+    q.add_argument("--slowdowns", type=_slowdowns, default=None,
+                   help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored)")
     q.add_argument("--json", help="write every figure here")
     q.add_argument("--resume", action="store_true",
                    help="paired: add the runs to the --json record of earlier sessions on this profile")
@@ -298,8 +309,8 @@ def cmd_gate_quality(args):
     """``hpcnn-perf gate-quality``: how often the gate fails unchanged code and catches planted slowdowns."""
     from hpcnn.perf import quality
 
-    slowdowns = [float(x) for x in (args.slowdowns or ("0.10,0.25" if args.mode == "stored" else "0.05,0.10"))
-                 .split(",") if x]
+    default = quality.STORED_SLOWDOWNS if args.mode == "stored" else quality.PAIRED_SLOWDOWNS
+    slowdowns = args.slowdowns or list(default)
     if args.resume and args.mode != "paired":
         _usage(f"--resume extends a --mode=paired record; --mode={args.mode} has none")
     if args.mode == "paired":

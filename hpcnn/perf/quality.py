@@ -31,6 +31,8 @@ from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved
 
 
+PAIRED_SLOWDOWNS = (0.05, 0.10)  # the levels of the paired bar: 5% caught in 16/20 runs, 10% in 19/20
+STORED_SLOWDOWNS = (0.10, 0.25)  # the stored bar's levels: 10% in 16/20 sessions, 25% in 19/20
 FRESH_WORKERS = "fresh per run"  # a record's "workers": each run starts its own (records without it kept theirs)
 
 
