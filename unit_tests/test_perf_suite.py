@@ -111,8 +111,10 @@ def test_sessions_are_judged_on_the_yardstick_only_when_every_one_timed_the_curr
     loaded = baselines.load(path)
     assert loaded.combinations["a"]["sessions"][0]["yardstick"] == {"version": yardstick.VERSION, "rate": 50.0}
     sessions, reference = loaded.judged_sessions("a")  # every session at the median rate, 50
-    beta = loaded.slope().beta  # how far throughput follows the rate, fitted to these sessions and the prior
-    assert reference == 50.0 and loaded.slope().sessions == 3 and stored.ASSUMED_SLOPE < beta < 1.5
+    beta = loaded.slope("a").beta  # how far throughput follows the rate, fitted to these sessions and the prior
+    assert reference == 50.0 and loaded.slope().sessions == loaded.slope("a").sessions == 3
+    assert stored.ASSUMED_SLOPE < beta < 1.5 and loaded.combinations["a"]["slope"] == pytest.approx(beta, abs=1e-3)
+    assert loaded.slope("b") == loaded.slope() and "slope" not in loaded.combinations["b"]  # not on the yardstick
     assert [x for s in sessions for x in s] == pytest.approx([10.0, 12.0, 8.0 * 1.25 ** beta, 30.0 * 0.5 ** beta])
     assert loaded.judged_sessions("b") == ([[10.0, 12.0], [8.0], [30.0]], None)  # one session never timed it
     loaded.combinations["a"]["sessions"][1]["yardstick"]["version"] = yardstick.VERSION + 1

@@ -7,7 +7,8 @@ Schema 2::
                                           "commit": SHA, "date": ISO,
                                           "yardstick": {"version": V, "rate": STEPS_PER_SEC}}, ...],  # oldest first
                             "threshold": 0.05,          # optional, kept across refreshes
-                            "mds": 0.07, "alpha": 0.0017}}}   # derived: for review, recomputed on save
+                            "mds": 0.07, "alpha": 0.0017,     # derived: for review, recomputed on save
+                            "slope": 0.31}}}                  # derived, where every session timed the yardstick
 
 A recording session appends one session per combination and keeps ``keep``: when
 over, it drops the oldest session of the occasion with the most sessions, so that a
@@ -66,7 +67,7 @@ class Baselines:
 
     profile: Optional[dict]
     combinations: Dict[str, dict]
-    _pooled: Dict[str, object] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+    _pooled: Dict[object, object] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     def sessions(self, key: str) -> List[List[float]]:
         """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
@@ -77,13 +78,13 @@ class Baselines:
 
         When every recorded session of ``key`` timed the current yardstick, each
         session's rounds are scaled by the median of those rates over the session's
-        own, to the power ``slope`` (images/sec at the runner's typical recorded
+        own, to the power of its ``slope`` (images/sec at the runner's typical recorded
         speed), and that median is returned; otherwise the raw rounds and None.
         """
         sessions, rates = self._yardstick_rates(key)
         if not rates:
             return self.sessions(key), None
-        reference, beta = statistics.median(rates), self.slope().beta
+        reference, beta = statistics.median(rates), self.slope(key).beta
         return [stored.on_yardstick(s["samples"], r, reference, beta) for s, r in zip(sessions, rates)], reference
 
     def _yardstick_rates(self, key: str) -> Tuple[List[dict], List[float]]:
@@ -100,17 +101,33 @@ class Baselines:
         if not rates:
             return None
         reference = statistics.median(rates)
-        return stored.Runner(rate / reference, tuple(r / reference for r in rates), self.slope())
+        return stored.Runner(rate / reference, tuple(r / reference for r in rates), self.slope(key))
 
-    def slope(self) -> stored.Slope:
-        """How far throughput follows the yardstick within an occasion, pooled over the combinations whose
-        sessions all timed it (``stored.pooled_slope``)."""
-        if "slope" not in self._pooled:
-            keys = [k for k in self.combinations if self._yardstick_rates(k)[1]]
-            self._pooled["slope"] = stored.pooled_slope([stored.levels(self.sessions(k)) for k in keys],
-                                                        [self._yardstick_rates(k)[1] for k in keys],
-                                                        [self.occasions(k) for k in keys])
-        return self._pooled["slope"]
+    def slope(self, key: Optional[str] = None) -> stored.Slope:
+        """How far throughput follows the yardstick within an occasion: pooled over the combinations whose
+        sessions all timed it (``stored.pooled_slope``); with ``key``, that combination's own: its sessions'
+        fit combined with the slope pooled over the others (``stored.combination_slope``), or the pooled slope
+        where its sessions did not all time the yardstick."""
+        if ("slope", key) not in self._pooled:
+            timed = [k for k in self.combinations if self._yardstick_rates(k)[1]]
+            if key is None:
+                slope = self._pooled_slope(timed)
+            elif key in timed:
+                slope = stored.combination_slope(self._pooled_slope([k for k in timed if k != key]),
+                                                 stored.levels(self.sessions(key)), self._yardstick_rates(key)[1],
+                                                 self.occasions(key))
+            else:
+                slope = self.slope()
+            self._pooled[("slope", key)] = slope
+        return self._pooled[("slope", key)]
+
+    def _pooled_slope(self, keys: Sequence[str]) -> stored.Slope:
+        return stored.pooled_slope([stored.levels(self.sessions(k)) for k in keys],
+                                   [self._yardstick_rates(k)[1] for k in keys], [self.occasions(k) for k in keys])
+
+    def fitted(self, key: str) -> float:
+        """The degrees of freedom ``key``'s sessions spent on its own slope (0 where it is not on the yardstick)."""
+        return self.slope(key).fitted if self._yardstick_rates(key)[1] else 0.0
 
     def occasions(self, key: str) -> List[int]:
         """The occasion of each recorded session of ``key`` (``stored.occasions`` of their dates)."""
@@ -131,7 +148,8 @@ class Baselines:
         """The spread between sessions of one occasion pooled over every combination, as the gate judges each."""
         if "prior" not in self._pooled:
             self._pooled["prior"] = stored.pooled_noise([self.judged_sessions(k)[0] for k in self.combinations],
-                                                        [self.occasions(k) for k in self.combinations])
+                                                        [self.occasions(k) for k in self.combinations],
+                                                        [self.fitted(k) for k in self.combinations])
         return self._pooled["prior"]
 
     def drift(self) -> stored.Drift:
@@ -228,7 +246,7 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
     """Appends one session per combination to the file at ``path`` (keeping the newest ``keep``), atomically.
 
     Thresholds are kept; every combination's MDS is recomputed for a session judging all
-    of the file's combinations at family-wise ``alpha``. The new content goes to a
+    of the file's combinations at family-wise ``alpha``, and its slope on the yardstick. The new content goes to a
     temporary file in the same directory, then is renamed over the old one, so an
     interrupted save never leaves half a file. Returns what was written.
     """
@@ -247,6 +265,9 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
         rec["mds"] = stored.next_session_mds(sessions, prior, each, result.occasions(key), drift,
                                              reference and result.runner(key, reference))
         # for a session on another day, as CI's are, with the runner at its median recorded speed
+        rec.pop("slope", None)
+        if reference:
+            rec["slope"] = round(result.slope(key).beta, 3)
     jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
     return result
 

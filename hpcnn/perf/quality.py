@@ -221,7 +221,8 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
 
     Each simulated combination is a recorded one (cycled) whose randomly chosen
     session plays the current session and whose other sessions the baseline; the
-    pooled spread leaves that session out too. The held-out session is judged
+    pooled spread and the combination's slope leave that session out too (a slope
+    fitted with it would bend towards it). The held-out session is judged
     against the other sessions of its occasion, as a session run within the hour of a
     recording is, so this checks the spread within occasions; the drift between days
     is checked by sessions run on another day (``stored_quality``).
@@ -238,15 +239,16 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
     each = gate.combination_alpha(alpha, combinations)
     cases = {}  # (key, held-out index) -> failed at `each`: every case is a real unchanged session
     for k in keys:
-        sessions = judged[k]
-        for j in range(len(sessions)):
-            rest, rest_occasion = sessions[:j] + sessions[j + 1:], occasion[k][:j] + occasion[k][j + 1:]
-            others = [judged[x] for x in keys if x != k] + [rest]
-            prior = stored.pooled_noise(others, [occasion[x] for x in keys if x != k] + [rest_occasion])
+        for j in range(len(judged[k])):
+            without = _leave_out(baselines, k, j)
+            rest, reference = without.judged_sessions(k)
+            rest_occasion, held = occasion[k][:j] + occasion[k][j + 1:], baselines.combinations[k]["sessions"][j]
+            current = held["samples"] if not baselines.judged_sessions(k)[1] else stored.on_yardstick(
+                held["samples"], held["yardstick"]["rate"], reference, without.slope(k).beta)
             own = [s for s, g in zip(rest, rest_occasion) if g == occasion[k][j]]  # the held-out one's occasion
-            v = (stored.judge_sessions(own, sessions[j], gate.STORED_THRESHOLD, each, prior) if own else
-                 stored.judge_sessions(rest, sessions[j], gate.STORED_THRESHOLD, each, prior, occasion=rest_occasion,
-                                       drift=baselines.drift()))  # alone on its occasion: judged as a new one
+            v = (stored.judge_sessions(own, current, gate.STORED_THRESHOLD, each, without.prior()) if own else
+                 stored.judge_sessions(rest, current, gate.STORED_THRESHOLD, each, without.prior(),
+                                       occasion=rest_occasion, drift=baselines.drift()))  # alone: a new occasion
             cases[(k, j)] = v.failed
     counts = [len(judged[keys[i % len(keys)]]) for i in range(combinations)]
     failures = 0
@@ -257,6 +259,14 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
             "recorded_cases": len(cases), "failing_cases": sum(cases.values()),
             "matrices_with_a_false_failure": failures, "rate": failures / draws,
             "parametric_rate": _parametric_stored(baselines, keys, combinations, max(50, draws // 10), each, rng)}
+
+
+def _leave_out(baselines: Baselines, key: str, j: int) -> Baselines:
+    """``baselines`` without session ``j`` of ``key``."""
+    combos = dict(baselines.combinations)
+    sessions = combos[key]["sessions"]
+    combos[key] = {**combos[key], "sessions": sessions[:j] + sessions[j + 1:]}
+    return Baselines(baselines.profile, combos)
 
 
 def _parametric_stored(baselines, keys, combinations, draws, each, rng) -> float:

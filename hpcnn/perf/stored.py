@@ -40,6 +40,15 @@ sessions up to 20% fast. The correction therefore raises the rate ratio to a
 ``ASSUMED_SLOPE``; the slope's uncertainty, for the combination judged, enters
 the prediction interval in proportion to how far this session's runner speed
 lies from the speeds of the sessions it is compared with (``Runner``).
+
+Workloads follow the runner differently: on the 2-core Zen 4 runner, within the
+occasions of its file, lenet's throughput moved 0.87 times as far as the log
+yardstick rate and alexnet's not at all (9 sessions each; pooled slope 0.31), so
+one pooled slope left lenet a 5% spread between sessions that its own slope cuts to
+1%. Each combination therefore gets its own slope (``combination_slope``): its
+sessions' fit combined with the pooled slope by precision, so that a combination
+whose sessions saw the runner at one speed keeps the pooled slope, and the degrees
+of freedom its own fit spends (``Slope.fitted``) leave its spread's count.
 """
 
 from __future__ import annotations
@@ -106,12 +115,14 @@ ASSUMED_DRIFT = Drift(ASSUMED_DRIFT_SIGMA, ASSUMED_DRIFT_DF)
 @dataclasses.dataclass(frozen=True)
 class Slope:
     """How far log throughput follows the log yardstick rate within an occasion (``beta``), the variance of one
-    combination's slope about it (the pooled estimate's error plus ``SLOPE_SPREAD`` squared), and how many
-    recorded sessions measured it (0: ``ASSUMED_SLOPE`` alone)."""
+    combination's slope about it (pooled: the estimate's error plus ``SLOPE_SPREAD`` squared), how many
+    recorded sessions measured it (0: ``ASSUMED_SLOPE`` alone), and the degrees of freedom a combination's own
+    sessions spent on it (``combination_slope``: its own fit's weight; 0 for the pooled slope)."""
 
     beta: float
     var: float
     sessions: int = 0
+    fitted: float = 0.0
 
 
 ASSUMED = Slope(ASSUMED_SLOPE, ASSUMED_SLOPE_SD ** 2 + SLOPE_SPREAD ** 2)
@@ -174,6 +185,31 @@ def pooled_slope(every_levels: Iterable[Sequence[float]], every_speeds: Iterable
     """The slope of log session level (``levels`` of raw rounds) on log yardstick rate within each combination's
     occasions, pooled over combinations and combined with the ``ASSUMED_SLOPE`` prior by precision; the prior
     alone where no occasion holds two sessions at different rates."""
+    fit = _fit_slope(every_levels, every_speeds, every_occasion, ASSUMED_SLOPE, ASSUMED_SLOPE_SD ** 2)
+    if fit is None:
+        return ASSUMED
+    beta, var, n, _ = fit
+    return Slope(beta, var + SLOPE_SPREAD ** 2, n)
+
+
+def combination_slope(pooled: Slope, levels_: Sequence[float], speeds: Sequence[float],
+                      occasion: Sequence[int]) -> Slope:
+    """One combination's slope: its own sessions' fit within its occasions combined by precision with
+    ``pooled`` (whose variance is the spread of one combination's slope about it); ``pooled`` itself where its
+    occasions hold no two sessions at different rates. ``fitted`` is the weight of its own fit."""
+    fit = _fit_slope([levels_], [speeds], [occasion], pooled.beta, pooled.var)
+    if fit is None:
+        return pooled
+    beta, var, n, weight = fit
+    return Slope(beta, var, n, weight)
+
+
+def _fit_slope(every_levels: Iterable[Sequence[float]], every_speeds: Iterable[Sequence[float]],
+               every_occasion: Iterable[Sequence[int]], prior_beta: float,
+               prior_var: float) -> Optional[Tuple[float, float, int, float]]:
+    """The least-squares slope of level on log speed about each occasion's means, its residual variance
+    moderated towards ``RESIDUAL_SD``, combined with a normal prior: (slope clipped to 0-1.5, its variance, the
+    sessions it rests on, the weight of the data in it); None without an occasion of two sessions apart."""
     xs, ys, groups = [], [], 0
     for y, z, occasion in zip(every_levels, every_speeds, every_occasion):
         y, z, g = np.asarray(y, float), np.log(np.asarray(z, float)), np.asarray(occasion)
@@ -184,15 +220,14 @@ def pooled_slope(every_levels: Iterable[Sequence[float]], every_speeds: Iterable
                 groups += 1
     x, y = (np.concatenate(xs), np.concatenate(ys)) if xs else (np.zeros(0), np.zeros(0))
     sxx, df = float(x @ x), len(x) - groups - 1
-    prior_var = ASSUMED_SLOPE_SD ** 2
     if sxx <= 0 or df <= 0:
-        return ASSUMED
+        return None
     own = float(x @ y) / sxx
     residual = (PRIOR_DF * RESIDUAL_SD ** 2 + float(np.sum((y - own * x) ** 2))) / (PRIOR_DF + df)
     own_var = residual / sxx
     var = 1 / (1 / prior_var + 1 / own_var)
-    beta = var * (ASSUMED_SLOPE / prior_var + own / own_var)
-    return Slope(float(np.clip(beta, 0.0, 1.5)), var + SLOPE_SPREAD ** 2, len(x))
+    beta = var * (prior_beta / prior_var + own / own_var)
+    return float(np.clip(beta, 0.0, 1.5)), var, len(x), var / own_var
 
 
 def levels(sessions: Sessions) -> np.ndarray:
@@ -200,12 +235,13 @@ def levels(sessions: Sessions) -> np.ndarray:
     return np.log([float(np.median(s)) for s in sessions])
 
 
-def _within(sessions: Sessions, occasion: Optional[Sequence[int]]) -> Tuple[float, int]:
-    """The sum of squares of log session levels about their occasion's mean, and its degrees of freedom."""
+def _within(sessions: Sessions, occasion: Optional[Sequence[int]], fitted: float = 0.0) -> Tuple[float, float]:
+    """The sum of squares of log session levels about their occasion's mean, and its degrees of freedom less
+    ``fitted``, those the sessions spent on their combination's own slope (``Slope.fitted``)."""
     x = levels(sessions)
     groups = np.asarray(occasion if occasion is not None else [0] * len(x))
     ss = sum(float(np.sum((x[groups == g] - x[groups == g].mean()) ** 2)) for g in np.unique(groups))
-    return ss, len(x) - len(np.unique(groups))
+    return ss, len(x) - len(np.unique(groups)) - fitted
 
 
 def _occasion_means(sessions: Sessions, occasion: Optional[Sequence[int]]) -> Tuple[np.ndarray, np.ndarray]:
@@ -217,17 +253,20 @@ def _occasion_means(sessions: Sessions, occasion: Optional[Sequence[int]]) -> Tu
 
 
 def pooled_noise(every_combination: Iterable[Sessions],
-                 every_occasion: Optional[Iterable[Sequence[int]]] = None) -> Optional[Noise]:
+                 every_occasion: Optional[Iterable[Sequence[int]]] = None,
+                 every_fitted: Optional[Iterable[float]] = None) -> Optional[Noise]:
     """The spread between sessions of one occasion, pooled over combinations; None without 2+ such sessions.
 
     ``every_occasion``: each combination's session occasions (``occasions``); None: one occasion each.
+    ``every_fitted``: the degrees of freedom each spent on its own slope (``Slope.fitted``); None: none.
     """
-    ss, df = 0.0, 0
+    ss, df = 0.0, 0.0
     combos = list(every_combination)
-    for sessions, occasion in zip(combos, every_occasion if every_occasion is not None else [None] * len(combos)):
-        s, d = _within(sessions, occasion)
+    occasions_ = every_occasion if every_occasion is not None else [None] * len(combos)
+    for sessions, occasion, fitted in zip(combos, occasions_, every_fitted or [0.0] * len(combos)):
+        s, d = _within(sessions, occasion, fitted)
         ss, df = ss + s, df + d
-    return Noise(math.sqrt(ss / df), df) if df else None
+    return Noise(math.sqrt(ss / df), df) if df > 0 else None
 
 
 def pooled_drift(every_combination: Iterable[Sessions], every_occasion: Iterable[Sequence[int]],
@@ -250,12 +289,12 @@ def pooled_drift(every_combination: Iterable[Sessions], every_occasion: Iterable
 
 
 def moderated_noise(sessions: Sessions, prior: Optional[Noise],
-                    occasion: Optional[Sequence[int]] = None) -> Optional[Noise]:
+                    occasion: Optional[Sequence[int]] = None, fitted: float = 0.0) -> Optional[Noise]:
     """One combination's spread within occasions, its own sessions combined with ``prior``; None if neither
-    says anything."""
-    own_ss, own_df = _within(sessions, occasion)
+    says anything. ``fitted``: the degrees of freedom its sessions spent on its own slope."""
+    own_ss, own_df = _within(sessions, occasion, fitted)
     d0 = min(prior.df, PRIOR_DF) if prior else 0
-    if own_df + d0 == 0:
+    if own_df + d0 <= 0:
         return None
     var = (d0 * (prior.sigma ** 2 if prior else 0.0) + own_ss) / (d0 + own_df)
     return Noise(math.sqrt(var), d0 + own_df)
@@ -297,7 +336,7 @@ def next_session_mds(sessions: Sessions, prior: Optional[Noise], alpha: float,
 
     ``drift``: that session runs on a new occasion with this spread of occasion offsets; None: the same one.
     ``runner``: where that session's runner stands on the yardstick."""
-    noise = moderated_noise(sessions, prior, occasion)
+    noise = moderated_noise(sessions, prior, occasion, runner.slope.fitted if runner else 0.0)
     if noise is None:
         return None
     _, se, df = _prediction_se(sessions, noise, occasion, drift, runner)
@@ -329,7 +368,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     if runner is not None and len(runner.recorded) != len(sessions):
         raise ValueError(f"judge_sessions(): {len(runner.recorded)} recorded runner speeds for {len(sessions)} "
                          "sessions")
-    noise = moderated_noise(sessions, prior, occasion)
+    noise = moderated_noise(sessions, prior, occasion, runner.slope.fitted if runner else 0.0)
     on = "" if runner is None else (f" on the yardstick (runner at {runner.speed:.2f}x its recorded speed, "
                                     f"throughput following it to the power {runner.slope.beta:.2f})")
     if noise is None:
