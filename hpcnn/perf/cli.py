@@ -1,6 +1,7 @@
 """``hpcnn-perf``: the hardware profile, paired A/B comparisons, and the gate's quality.
 
     hpcnn-perf [--onednn=auto|on|off] profile [--json]
+    hpcnn-perf review [BASELINES.json]     (default: baselines/<this machine's profile id>.json)
     hpcnn-perf compare --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] [--perf-matrix=smoke] [--only=SUBSTR]
                        [--min-rounds=8] [--max-rounds=20] [--threshold=0.02] [--restart-every=4]
     hpcnn-perf bisect --good=REV [--bad=HEAD] --only=COMBINATION [--max-rounds=20] [--threshold=0.02]
@@ -70,6 +71,8 @@ def _parser():
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     prof = sub.add_parser("profile", help="print this machine's hardware profile id")
     prof.add_argument("--json", action="store_true", help="print the whole profile")
+    rev = sub.add_parser("review", help="what a baselines file lets the stored gate see, per combination")
+    rev.add_argument("file", nargs="?", help="a baselines file (default: baselines/<this machine's profile>.json)")
     for name in ("compare", "gate-quality", "bisect", "explain"):
         s = sub.add_parser(name)
         s.add_argument("--perf-matrix", default="smoke")
@@ -163,6 +166,27 @@ def cmd_profile(args):
 
     p = detect()
     print(json.dumps({"id": profile_id(p), **p}, indent=2) if args.json else profile_id(p))
+    return 0
+
+
+def cmd_review(args):
+    """``hpcnn-perf review``: the figures the stored gate judges with, per combination of a baselines file."""
+    from hpcnn.perf import baselines, review
+
+    path = args.file
+    if path is None:
+        from hpcnn.perf.profile import detect, profile_id
+
+        path = baselines.path_for(os.path.join(REPO, "baselines"), profile_id(detect()))
+    if not os.path.isfile(path):
+        _usage(f"no baselines file at {path}; record one with: pytest perf_tests --update-baselines")
+    try:
+        b = baselines.load(path)
+    except baselines.BaselineError as e:
+        _usage(str(e))
+    if not b.combinations:
+        _usage(f"baselines file {path} holds no combination; record with: pytest perf_tests --update-baselines")
+    print("\n".join(review.format_review(b, path)))
     return 0
 
 
@@ -413,8 +437,8 @@ def main(argv=None) -> int:
         backend.apply(args.onednn)  # before TensorFlow loads; paired workers inherit the environment it sets
     except ConfigError as e:
         _usage(str(e))
-    commands = {"profile": cmd_profile, "compare": cmd_compare, "bisect": cmd_bisect, "explain": cmd_explain,
-                "gate-quality": cmd_gate_quality, "history": history_cli.cmd_history,
+    commands = {"profile": cmd_profile, "review": cmd_review, "compare": cmd_compare, "bisect": cmd_bisect,
+                "explain": cmd_explain, "gate-quality": cmd_gate_quality, "history": history_cli.cmd_history,
                 "report": history_cli.cmd_report}
     from hpcnn.perf.paired import WorkerError
 

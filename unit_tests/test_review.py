@@ -1,0 +1,92 @@
+"""``hpcnn-perf review``: a baselines file's figures as the stored gate judges with them, on recorded files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from hpcnn.perf import baselines, review
+from hpcnn.perf.baselines import Baselines
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+with open(os.path.join(DATA, "zen4_sessions.json")) as f:
+    ZEN4 = json.load(f)  # a Zen 4 runner's smoke file: 9 sessions per combination on two occasions
+
+
+def _saved(tmp_path, combinations):
+    """The file ``save`` writes for ``combinations`` (no session added), loaded back, and its path."""
+    path = str(tmp_path / "p.json")
+    with open(path, "w") as f:
+        json.dump({"schema": 2, "profile": ZEN4["profile"], "combinations": combinations}, f)
+    baselines.save(path, ZEN4["profile"], {}, keep=20)
+    return baselines.load(path), path
+
+
+def test_review_reports_what_the_file_derives_and_the_hour_after_it(tmp_path):
+    b, _ = _saved(tmp_path, ZEN4["recorded"])
+    table = review.rows(b)
+    assert [r.key for r in table] == sorted(ZEN4["recorded"]) and all(r.sessions == [5, 4] for r in table)
+    for r in table:
+        rec = b.combinations[r.key]
+        assert r.mds_new_occasion == pytest.approx(rec["mds"]) and r.slope == pytest.approx(rec["slope"], abs=1e-3)
+        assert r.mds_within_hour < r.mds_new_occasion  # no drift between occasions within the hour
+        assert 0 < r.spread < 0.1 and r.weak  # an MDS of about a fifth or more, above the 5% threshold
+        medians = sorted(s["median"] for s in rec["sessions"])
+        assert medians[0] <= r.images_per_sec <= medians[-1]
+    lenet = next(r for r in table if r.key.startswith("lenet"))
+    assert lenet.slope > b.slope().beta + 0.2
+
+
+def test_review_text_names_the_occasions_the_drift_and_each_weak_combination(tmp_path):
+    b, path = _saved(tmp_path, ZEN4["recorded"])
+    lines = review.format_review(b, path)
+    assert lines[0].startswith(f"{path}: 7 combination(s), up to 9 session(s) on 2 occasion(s), 2026-11-25T12:")
+    assert "measured on 7 contrast(s)" in lines[1] and "alpha 0.0014 (0.01 over 7)" in lines[1]
+    rows = [line for line in lines if line.split(" ")[0] in ZEN4["recorded"]]
+    assert len(rows) == 7 and all("%!" in line and " 5+4 " in line for line in rows)
+    assert lines[-1].startswith("MDS!: above the threshold")
+
+
+def test_a_file_of_one_raw_session_says_what_it_cannot_know(tmp_path):
+    one = {"trivial": {"sessions": [{"samples": [100.0, 101.0, 99.0]}]}}
+    b, path = _saved(tmp_path, one)
+    (r,) = review.rows(b)
+    assert (r.sessions, r.slope, r.spread, r.mds_new_occasion, r.weak) == ([1], None, None, None, True)
+    lines = review.format_review(b, path)
+    assert "drift between occasions 5.0% (assumed: record another occasion)" in lines[1]
+    assert lines[4].split() == ["trivial", "1", "100", "raw", "?", "?!", "?", "5%"]
+
+
+def _cli(*argv):
+    return subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "review", *argv], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_the_review_command_prints_the_table_of_a_file(tmp_path):
+    _, path = _saved(tmp_path, ZEN4["recorded"])
+    p = _cli(path)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == review.format_review(baselines.load(path), path)
+
+
+@pytest.mark.parametrize("content,message", [
+    (None, "no baselines file at {path}; record one with: pytest perf_tests --update-baselines"),
+    ("{not json", "baselines file {path}: not readable JSON"),
+    ('{"profile": {}, "combinations": {}}', "baselines file {path} holds no combination"),
+])
+def test_the_review_command_refuses_a_missing_or_bad_file_in_one_line(tmp_path, content, message):
+    path = tmp_path / "bad.json"
+    if content is not None:
+        path.write_text(content)
+    p = _cli(str(path))
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and p.stderr.startswith("hpcnn-perf: error: " + message.format(path=path))
+
+
+def test_review_of_a_file_without_sessions_on_the_yardstick_reads_raw():
+    b = Baselines(ZEN4["profile"], {k: {"sessions": [{k2: v for k2, v in s.items() if k2 != "yardstick"}
+                                                     for s in rec["sessions"]]}
+                                    for k, rec in ZEN4["recorded"].items()})
+    assert all(r.slope is None and r.mds_new_occasion > r.mds_within_hour for r in review.rows(b))
