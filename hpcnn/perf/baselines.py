@@ -160,6 +160,14 @@ class Baselines:
                                                         [self.occasions(k) for k in keys], self.prior())
         return self._pooled["drift"]
 
+    def next_session_mds(self, key: str, alpha: float, new_occasion: bool = True) -> Optional[float]:
+        """The MDS of ``key``'s next session at ``alpha``, on a new occasion or within the hour of the newest one,
+        with the runner at the median of its recorded speeds (None: unknown)."""
+        sessions, reference = self.judged_sessions(key)
+        return stored.next_session_mds(sessions, self.prior(), alpha, self.occasions(key),
+                                       self.drift() if new_occasion else None,
+                                       self.runner(key, reference) if reference else None)
+
     def judge(self, key: str, samples: Sequence[float], rates: Sequence[float] = (),
               alpha: float = gate.DEFAULT_ALPHA, now: Optional[datetime.datetime] = None) -> gate.Verdict:
         """The stored gate: this session's rounds of ``key`` (images/sec, and the yardstick rates timed beside
@@ -258,15 +266,12 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
         rec["sessions"] = thinned(rec.get("sessions", []) + [session], keep)
         combos[key] = rec
     result = Baselines(profile, dict(sorted(combos.items())))
-    prior, drift, each = result.prior(), result.drift(), gate.combination_alpha(alpha, len(combos))
+    each = gate.combination_alpha(alpha, len(combos))
     for key, rec in result.combinations.items():
-        sessions, reference = result.judged_sessions(key)
         rec["alpha"] = each
-        rec["mds"] = stored.next_session_mds(sessions, prior, each, result.occasions(key), drift,
-                                             reference and result.runner(key, reference))
-        # for a session on another day, as CI's are, with the runner at its median recorded speed
+        rec["mds"] = result.next_session_mds(key, each)  # for a session on another day, as CI's are
         rec.pop("slope", None)
-        if reference:
+        if result.judged_sessions(key)[1]:
             rec["slope"] = round(result.slope(key).beta, 3)
     jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
     return result

@@ -239,11 +239,12 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
     each = gate.combination_alpha(alpha, combinations)
     cases = {}  # (key, held-out index) -> failed at `each`: every case is a real unchanged session
     for k in keys:
+        on_yardstick = baselines.judged_sessions(k)[1] is not None
         for j in range(len(judged[k])):
             without = _leave_out(baselines, k, j)
             rest, reference = without.judged_sessions(k)
             rest_occasion, held = occasion[k][:j] + occasion[k][j + 1:], baselines.combinations[k]["sessions"][j]
-            current = held["samples"] if not baselines.judged_sessions(k)[1] else stored.on_yardstick(
+            current = held["samples"] if not on_yardstick else stored.on_yardstick(
                 held["samples"], held["yardstick"]["rate"], reference, without.slope(k).beta)
             own = [s for s, g in zip(rest, rest_occasion) if g == occasion[k][j]]  # the held-out one's occasion
             v = (stored.judge_sessions(own, current, gate.STORED_THRESHOLD, each, without.prior()) if own else

@@ -42,18 +42,16 @@ class Row:
 def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
     """Every combination of ``b`` as the gate sees it, each at its share of the family-wise ``alpha``, with the
     runner at the median of its recorded speeds."""
-    each, prior, drift = gate.combination_alpha(alpha, len(b.combinations)), b.prior(), b.drift()
+    each = gate.combination_alpha(alpha, len(b.combinations))
     out = []
     for key in sorted(b.combinations):
         sessions, reference = b.judged_sessions(key)
         occasion = b.occasions(key)
-        runner = b.runner(key, reference) if reference else None
-        noise = stored.moderated_noise(sessions, prior, occasion, b.fitted(key))
+        noise = stored.moderated_noise(sessions, b.prior(), occasion, b.fitted(key))
         out.append(Row(key, [occasion.count(g) for g in sorted(set(occasion))],
                        statistics.median(statistics.median(s) for s in b.sessions(key)),
-                       b.slope(key).beta if runner else None, noise.sigma if noise else None,
-                       stored.next_session_mds(sessions, prior, each, occasion, drift, runner),
-                       stored.next_session_mds(sessions, prior, each, occasion, None, runner),
+                       b.slope(key).beta if reference else None, noise.sigma if noise else None,
+                       b.next_session_mds(key, each), b.next_session_mds(key, each, new_occasion=False),
                        b.combinations[key].get("threshold", gate.STORED_THRESHOLD)))
     return out
 
