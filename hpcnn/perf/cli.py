@@ -193,13 +193,13 @@ def cmd_review(args):
 def cmd_compare(args):
     """Each combination: A and B interleaved in round pairs until the sequential gate is sure."""
     from hpcnn.perf import sequential
-    from hpcnn.perf.report import format_table, investigate_commands
+    from hpcnn.perf.report import format_table
 
     device = _device(args)
     combos = _combos(args, device)
     schedule = _schedule(args, len(combos))
     each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos))
-    rows, failed = [], False
+    comparisons, alone = {}, {}
     with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
         try:
             a_dir, b_dir = (trees.source(s) for s in (args.baseline, args.candidate))
@@ -209,20 +209,30 @@ def cmd_compare(args):
             a, b = paired.open_pair(a_dir, b_dir, combo, device, args.plant_slowdown)
             try:
                 run_pair = paired.pair_runner(a, b, combo, restart_every=args.restart_every)
-                v, _, _ = sequential.run_sequential(run_pair, schedule, args.threshold, each)
+                v, ra, rb = sequential.run_sequential(run_pair, schedule, args.threshold, each)
             finally:
                 a.close()
                 b.close()
-            failed |= v.failed
-            rows.append((combo.key, v, ""))
+            comparisons[combo.key], alone[combo.key] = (ra, rb), v
             print(f"{combo.key}: {v.describe()}", flush=True)
             if v.failed:
-                commands = investigate_commands(combo.key, args.baseline, args.candidate, args.perf_matrix)
-                print(f"  which stage: {commands['which stage']}")
+                _print_which_stage(combo.key, args)
+    verdicts = sequential.family_verdicts(comparisons, schedule, args.threshold, gate.DEFAULT_ALPHA)
+    for key, v in verdicts.items():
+        if v.failed and not alone[key].failed:  # failed by Holm's step-down, once others had
+            print(f"{key}: {v.describe()}", flush=True)
+            _print_which_stage(key, args)
     title = (f"paired: A={args.baseline} B={args.candidate}; {len(combos)} combination(s), each at alpha "
-             f"{each:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
-    print("\n".join(format_table(rows, title)))
-    return 1 if failed else 0
+             f"{each:.2g}, then Holm's step-down (family-wise {gate.DEFAULT_ALPHA:g})")
+    print("\n".join(format_table([(k, v, "") for k, v in verdicts.items()], title)))
+    return 1 if any(v.failed for v in verdicts.values()) else 0
+
+
+def _print_which_stage(key: str, args) -> None:
+    from hpcnn.perf.report import investigate_commands
+
+    commands = investigate_commands(key, args.baseline, args.candidate, args.perf_matrix)
+    print(f"  which stage: {commands['which stage']}")
 
 
 def cmd_bisect(args):

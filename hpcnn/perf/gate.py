@@ -9,9 +9,14 @@ Two ways of judging a combination produce a ``Verdict``:
 
 Either fails a combination only when its drop is beyond the threshold AND
 significant at that combination's share of the family-wise level: with m
-combinations judged in one session each is tested at alpha/m (Bonferroni), so
-the chance that *any* combination of an unchanged matrix fails stays below alpha
-however large the matrix.
+combinations judged in one session each is first tested at alpha/m (Bonferroni),
+as it runs, so the chance that *any* combination of an unchanged matrix fails
+stays below alpha however large the matrix. Once every combination is judged,
+Holm's step-down (``step_down``, ``family``) tests the rest at alpha/(m-1),
+alpha/(m-2), ... while those with smaller p-values failed: the same family-wise
+level, and more power where a change slows many combinations at once, as a real
+regression often does. An unchanged matrix fails exactly as often as under
+Bonferroni (Holm adds failures only once one combination has failed).
 
 ``judge_rounds`` (Mann-Whitney on two sets of rounds) remains for a baseline of a
 single recorded session, which cannot tell session drift from a regression; it
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Optional, Sequence
+from typing import Callable, Dict, Mapping, Optional, Sequence
 
 import numpy as np
 from scipy import stats
@@ -86,6 +91,47 @@ class Verdict:
 def combination_alpha(alpha: float, m: int) -> float:
     """Each of ``m`` combinations' level so that the family-wise level is ``alpha`` (Bonferroni)."""
     return alpha / max(1, m)
+
+
+def step_down(p_values: Mapping[str, float], alpha: float = DEFAULT_ALPHA) -> Dict[str, float]:
+    """Holm's step-down over one session's combinations: {key: the level it is rejected at} for those rejected.
+
+    In order of p-value, the j-th smallest (from 0) of m is rejected if below alpha/(m-j) and every smaller one
+    was; the first that is not ends it. The chance of rejecting any true null stays below ``alpha`` whatever
+    the dependence between the p-values (a whole-session shift moves them all).
+    """
+    m = len(p_values)
+    levels: Dict[str, float] = {}
+    for j, (key, p) in enumerate(sorted(p_values.items(), key=lambda kv: (kv[1], kv[0]))):
+        level = alpha / (m - j)
+        if not p < level:
+            break
+        levels[key] = level
+    return levels
+
+
+def family(verdicts: Mapping[str, Verdict], p_values: Mapping[str, float], rejudge: Callable[[str, float], Verdict],
+           alpha: float = DEFAULT_ALPHA) -> Dict[str, Verdict]:
+    """A session's verdicts after Holm's step-down (``step_down`` over ``p_values``, each combination's
+    p-value of a drop).
+
+    A combination that did not fail and that Holm rejects at a level above the one it was judged at is judged
+    again at that level (``rejudge(key, level)``, which also applies the threshold: a significant drop smaller
+    than the threshold still passes). A failure found so keeps the MDS quoted at the combination's own level
+    (what a drop in it alone would need) and says in its note how it was found.
+    """
+    out = dict(verdicts)
+    levels = step_down(p_values, alpha)
+    for key, level in levels.items():
+        v = verdicts[key]
+        if v.failed or level <= v.alpha:
+            continue
+        again = rejudge(key, level)
+        if again.failed:
+            how = (f"failed by Holm's step-down at alpha {level:.2g}: {len(p_values) - round(alpha / level)} "
+                   f"combination(s) with smaller p-values were rejected first")
+            out[key] = dataclasses.replace(again, mds=v.mds, note="; ".join(x for x in (again.note, how) if x))
+    return out
 
 
 def classify(ratio: float, p_slower: float, p_faster: float, threshold: float, alpha: float) -> str:

@@ -119,21 +119,26 @@ def _measurement(profile_id: str, levels: Sequence[float], schedule: sequential.
 
 
 def summarize_paired(record: dict) -> dict:
-    """Runs flagged per slowdown (any combination failed), per-combination counts, wall time per run."""
+    """Runs flagged per slowdown (any combination failed), per-combination counts, wall time per run.
+
+    A run's verdicts are the matrix's after Holm's step-down (``family_failures``); ``failed_alone`` counts the
+    verdicts each comparison reached at its own Bonferroni share of the level, as it ran.
+    """
     combos = record["combinations"]
     levels = record["levels"]
     runs = min(len(c[str(s)]) for c in combos.values() for s in levels)
+    failures = family_failures(record, runs)
     out = {"runs": runs, "sessions": len(record["sessions"]), "flagged": {}, "per_combination": {},
            "median_run_seconds": {}}
     for s in levels:
         key = str(s)
-        flagged = [any(c[key][r]["verdict"] == gate.REGRESSION for c in combos.values()) for r in range(runs)]
-        out["flagged"][key] = sum(flagged)
+        out["flagged"][key] = sum(any(failures[key][name][r] for name in combos) for r in range(runs))
         out["median_run_seconds"][key] = statistics.median(
             sum(c[key][r]["seconds"] for c in combos.values()) for r in range(runs))
     for name, c in combos.items():
         out["per_combination"][name] = {
-            str(s): {"failed": sum(x["verdict"] == gate.REGRESSION for x in c[str(s)][:runs]),
+            str(s): {"failed": sum(failures[str(s)][name]),
+                     "failed_alone": sum(x["verdict"] == gate.REGRESSION for x in c[str(s)][:runs]),
                      "median_pairs": statistics.median(x["pairs"] for x in c[str(s)][:runs]),
                      "median_mds": statistics.median(x["mds"] for x in c[str(s)][:runs]),
                      "median_ratio": statistics.median(x["ratio"] for x in c[str(s)][:runs]),
@@ -145,9 +150,27 @@ def summarize_paired(record: dict) -> dict:
     return out
 
 
+def family_failures(record: dict, runs: int) -> Dict[str, Dict[str, List[bool]]]:
+    """{level: {combination: whether each of the first ``runs`` runs failed}} after Holm's step-down over the
+    matrix of each run and level (``sequential.family_verdicts`` on the recorded pairs, at the record's
+    schedule, threshold and family-wise alpha)."""
+    schedule = sequential.Schedule(**record["schedule"])
+    out: Dict[str, Dict[str, List[bool]]] = {}
+    for s in record["levels"]:
+        key = str(s)
+        out[key] = {name: [] for name in record["combinations"]}
+        for r in range(runs):
+            comparisons = {name: (c[key][r]["a"], c[key][r]["b"]) for name, c in record["combinations"].items()}
+            verdicts = sequential.family_verdicts(comparisons, schedule, record["threshold"], record["alpha"])
+            for name, v in verdicts.items():
+                out[key][name].append(v.failed)
+    return out
+
+
 def paired_table(summary: dict) -> List[str]:
     """A Markdown table of a paired record's summary: per combination and level, how many runs failed (false
-    failures unchanged, catches planted), the median ratio, pairs and MDS, and the median plant as measured."""
+    failures unchanged, catches planted; after Holm's step-down, with the count at the combination's own
+    Bonferroni level where it differs), the median ratio, pairs and MDS, and the median plant as measured."""
     levels = sorted(summary["flagged"], key=float)
     runs = summary["runs"]
     head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
@@ -157,6 +180,8 @@ def paired_table(summary: dict) -> List[str]:
         for s in levels:
             x = per[s]
             what = "failed" if float(s) == 0 else f"caught (plant {x['planted_measured']:.1%})"
+            alone = x.get("failed_alone", x["failed"])
+            what += f" ({alone} at its own level)" if alone != x["failed"] else ""
             cells.append(f"{x['failed']}/{runs} {what}, ratio {x['median_ratio']:.3f}, {x['median_pairs']:g} pairs, "
                          f"MDS {x['median_mds']:.1%}")
         lines.append("| " + " | ".join(cells) + " |")
@@ -204,7 +229,8 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
 
 # per combination of a session: the verdict, and the raw rounds and yardstick rates it came from, so that the
 # same real sessions can judge another gate design offline
-_KEPT = ("verdict", "ratio", "mds", "runner_speed", "images_per_sec_rounds", "yardstick_rates", "yardstick_version")
+_KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images_per_sec_rounds", "yardstick_rates",
+         "yardstick_version")
 
 
 def _per_combination(sessions: List[dict]) -> Dict[str, int]:

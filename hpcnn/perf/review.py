@@ -69,7 +69,8 @@ def format_review(b: Baselines, path: str, alpha: float = gate.DEFAULT_ALPHA) ->
     drift, prior, slope = b.drift(), b.prior(), b.slope()
     lines = [f"{path}: {len(table)} combination(s), up to {sum(most.sessions)} session(s) on "
              f"{len(most.sessions)} occasion(s)" + (f", {dates[0][:16]} to {dates[-1][:16]}" if dates else ""),
-             f"each judged at alpha {gate.combination_alpha(alpha, len(table)):.2g} ({alpha:g} over {len(table)}); "
+             f"each judged at alpha {gate.combination_alpha(alpha, len(table)):.2g} ({alpha:g} over {len(table)}) "
+             "before Holm's step-down; "
              + (f"spread within an occasion {prior.sigma:.1%} pooled; " if prior else "")
              + f"drift between occasions {drift.sigma:.1%} "
              + (f"(measured on {drift.measured_df} contrast(s), moderated towards the assumed "

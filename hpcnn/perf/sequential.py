@@ -16,13 +16,19 @@ however a run stops. A look stops the combination when
 * the drop is beyond the threshold and significant at the look's level (REGRESSION),
 * an improvement beyond the threshold is significant at it, or
 * the 95% interval of the ratio lies inside +/- threshold (clearly unchanged).
+
+Over a matrix, each combination runs at its Bonferroni share of the family-wise
+level; once all are judged, Holm's step-down (``family_verdicts``) judges the
+rest again at the larger levels it allows. A sequential comparison's p-value for
+that is the smallest over its looks of p / (the look's share of the level):
+below a level exactly when some look would have failed at it.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 from scipy import stats
@@ -135,6 +141,41 @@ def decide(a: Sequence[float], b: Sequence[float], look: int, schedule: Schedule
     clear_same = 1 - threshold < v.ci_low and v.ci_high < 1 + threshold
     stop = last or v.verdict in (gate.REGRESSION, gate.IMPROVEMENT) or clear_same
     return v, stop
+
+
+def family_p(a: Sequence[float], b: Sequence[float], schedule: Schedule) -> float:
+    """The comparison's p-value of a drop over the looks its ``len(a)`` pairs reached: min of p / the look's
+    share of the level. It is below a level exactly when a look's signed-rank test is significant at its share
+    of that level, and stopping early only removes looks, so it is a valid p-value for Holm's step-down."""
+    d = np.log(np.asarray(b, float) / np.asarray(a, float))
+    return min(min(1.0, signed_rank_p(d[:n])[0] / schedule.alpha_at(k, 1.0))
+               for k, n in enumerate(schedule.looks()) if n <= len(d))
+
+
+def judge_at(a: Sequence[float], b: Sequence[float], schedule: Schedule, threshold: float, alpha: float,
+             mds_alpha: Optional[float] = None) -> gate.Verdict:
+    """The verdict of recorded pairs ``a``, ``b`` at level ``alpha``: the first look that fails at its share of
+    it, else the last look the pairs reached. The MDS is quoted at ``mds_alpha`` (default: ``alpha``)."""
+    reached = [(k, n) for k, n in enumerate(schedule.looks()) if n <= len(a)]
+    if not reached:
+        raise ValueError(f"judge_at() needs at least {schedule.min_pairs} pairs for the first look; received {len(a)}")
+    last = schedule.alpha_at(len(schedule.looks()) - 1, alpha if mds_alpha is None else mds_alpha)
+    for k, n in reached:
+        v = judge_pairs(a[:n], b[:n], threshold, schedule.alpha_at(k, alpha), mds_alpha=last)
+        if v.failed:
+            return v
+    return v
+
+
+def family_verdicts(comparisons: Mapping[str, Tuple[Sequence[float], Sequence[float]]], schedule: Schedule,
+                    threshold: float, alpha: float = gate.DEFAULT_ALPHA) -> Dict[str, gate.Verdict]:
+    """Every comparison of one matrix run (key -> its A and B rounds, as ``run_sequential`` returned them)
+    judged at its Bonferroni share of ``alpha``, then Holm's step-down over their ``family_p``."""
+    each = gate.combination_alpha(alpha, len(comparisons))
+    verdicts = {k: judge_at(a, b, schedule, threshold, each) for k, (a, b) in comparisons.items()}
+    p_values = {k: family_p(a, b, schedule) for k, (a, b) in comparisons.items()}
+    return gate.family(verdicts, p_values, lambda k, level: judge_at(*comparisons[k], schedule, threshold, level,
+                                                                       mds_alpha=each), alpha)
 
 
 PairRunner = Callable[[int], Tuple[float, float]]  # round index -> (A's throughput, B's throughput)
