@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 import pytest
 
@@ -33,6 +33,26 @@ class PerfSession:
     commit: Optional[str] = None  # the checkout's commit (read once): recorded with a session, named on failures
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
+    # per judged combination: its verdict, how to judge it again at another level, its benchmark's extra_info
+    held: Dict[str, tuple] = dataclasses.field(default_factory=dict)
+    by_step_down: Dict[str, gate.Verdict] = dataclasses.field(default_factory=dict)  # failed by Holm's step-down
+
+    def hold(self, key: str, verdict: gate.Verdict, rejudge: Callable[[float], gate.Verdict], extra_info: dict):
+        """Keeps a judged combination for Holm's step-down at the end of the session (``step_down``)."""
+        self.held[key] = (verdict, rejudge, extra_info)
+
+    def step_down(self) -> Dict[str, gate.Verdict]:
+        """Holm's step-down over every combination judged: each test failed as it ran at its Bonferroni share
+        of the level; those Holm rejects at a larger level once others failed are judged again, and a failure so
+        found replaces the row's verdict and its benchmark's. Returns those failures."""
+        verdicts = {k: v for k, (v, _, _) in self.held.items()}
+        after = gate.family(verdicts, {k: v.p_slower for k, v in verdicts.items()},
+                            lambda k, level: self.held[k][1](level), gate.DEFAULT_ALPHA)
+        self.by_step_down = {k: after[k] for k in verdicts if after[k] is not verdicts[k]}
+        for k, v in self.by_step_down.items():
+            self.held[k][2].update(verdict=v.verdict, alpha=v.alpha)
+        self.rows = [(key, self.by_step_down.get(key, v), note) for key, v, note in self.rows]
+        return self.by_step_down
 
     def investigate(self, key: str, matrix: str) -> Dict[str, str]:
         """Bisect and explain commands for a slower ``key``: from its newest baseline's commit to this checkout."""
@@ -110,11 +130,23 @@ def yardstick():
     return Yardstick()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtestloop(session):
+    """Once every test has run: Holm's step-down over the combinations judged. Here, not at the session's end,
+    because pytest-benchmark writes --benchmark-json as the session finishes, and it must carry the verdicts."""
+    yield
+    state = getattr(session.config, "_hpcnn_perf", None)
+    if state and not state.update and state.held:
+        state.step_down()
+
+
 def pytest_sessionfinish(session, exitstatus):
     state = getattr(session.config, "_hpcnn_perf", None)
     if state and state.update and state.recorded:
         baselines_lib.save(state.path, state.profile, state.recorded, keep=session.config.getoption(
             "--baseline-sessions"))
+    if state and state.by_step_down:  # failures the tests could not report: they had passed as they ran
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -125,9 +157,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.write_line(f"baselines for {state.profile_id}: a session of {len(state.recorded)} "
                                     f"combination(s) added to {state.path}")
     title = (f"hpcnn perf gate, profile {state.profile_id}: {state.judged} combination(s) judged, each at "
-             f"alpha {state.alpha:.2g} (family-wise {gate.DEFAULT_ALPHA:g})")
+             f"alpha {state.alpha:.2g}, then Holm's step-down (family-wise {gate.DEFAULT_ALPHA:g})")
     for line in format_table(state.rows, title):
         terminalreporter.write_line(line)
+    for key, v in state.by_step_down.items():
+        terminalreporter.write_line(f"{key}: throughput regression: {v.describe()}", red=True)
+        for what, command in state.investigate(key, config.getoption("--perf-matrix")).items():
+            terminalreporter.write_line(f"  {what}: {command}")
     report = config.getoption("--perf-report")
     if report and not state.update:
         text = format_markdown(state.rows, title, lambda key: reproduce_command(config, key),

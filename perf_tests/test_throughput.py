@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import statistics
 
 import pytest
@@ -55,11 +56,14 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
         s.rows.append((combo.key, None, "no baseline"))
         pytest.skip(f"no baseline for {combo.key} in {s.path}; record sessions on this runner with "
                     f"`pytest perf_tests --update-baselines --hardware-profile={s.profile_id}`")
-    v = s.baselines.judge(combo.key, samples, rates, s.alpha)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    v = s.baselines.judge(combo.key, samples, rates, s.alpha, now)
     runner = s.baselines.runner(combo.key, statistics.median(rates))
-    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, runner_speed=runner and runner.speed)
+    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, p_slower=v.p_slower,
+                                runner_speed=runner and runner.speed)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
+    s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now), benchmark.extra_info)
     if v.failed:
         next_steps = s.investigate(combo.key, request.config.getoption("--perf-matrix"))
         pytest.fail("\n  ".join([f"{combo.key}: throughput regression: {v.describe()}",

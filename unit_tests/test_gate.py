@@ -74,6 +74,16 @@ def test_family_alpha_is_split_over_the_combinations_judged():
     assert gate.combination_alpha(0.01, 0) == 0.01
 
 
+def test_holm_steps_down_from_the_smallest_p_value_and_stops_at_the_first_it_keeps():
+    # m = 4 at 0.01: the levels are 0.0025, 0.0033, 0.005, 0.01 in order of p
+    assert gate.step_down({"a": 0.001, "b": 0.003, "c": 0.0049, "d": 0.5}) == pytest.approx(
+        {"a": 0.0025, "b": 0.01 / 3, "c": 0.005})
+    assert gate.step_down({"a": 0.001, "b": 0.004, "c": 0.0049, "d": 0.009}) == {"a": 0.0025}  # b stops it
+    assert gate.step_down({"a": 0.004, "b": 0.001, "c": 0.02}) == pytest.approx({"b": 0.01 / 3, "a": 0.005})
+    assert gate.step_down({"a": 0.0051, "b": 0.006}) == {}  # nothing below alpha/m: Holm rejects what Bonferroni does
+    assert gate.step_down({}) == {}
+
+
 def test_mds_grows_with_noise_and_shrinks_with_evidence():
     assert gate.mds(0.02, 10, 0.01) < gate.mds(0.04, 10, 0.01) < gate.mds(0.04, 3, 0.01)
     assert gate.mds(0.02, 10, 0.001) > gate.mds(0.02, 10, 0.01)
@@ -112,6 +122,40 @@ def test_clearly_equal_sides_stop_at_the_first_look():
     same = [(x, x * 1.001) for x, _ in _pooled(ROUNDS["unchanged"])]  # B tracks A round for round
     v, a, b = sequential.run_sequential(_replay(same, 0), sequential.Schedule(), 0.02, SMOKE_ALPHA)
     assert len(a) == 8 and v.verdict == gate.UNCHANGED and 0.98 < v.ci_low <= v.ci_high < 1.02
+
+
+ZEN4_PAIRED = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality",
+                           "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # 3 runs of the smoke matrix
+
+
+def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
+    """In runs 1 and 3 of the Zen 4 paired record, alexnet bf16's planted 5% stayed "noise" after 20 pairs at
+    its Bonferroni share of the level (p 0.0014 and 0.0027 against 0.0014 / 2 at the last look), while the
+    other six combinations failed. Holm's step-down then tests it at the full 0.01 and catches it. Among its
+    run's unchanged comparisons, where nothing else failed, the same pairs still pass."""
+    with open(ZEN4_PAIRED) as f:
+        record = json.load(f)
+    schedule, threshold, combos = sequential.Schedule(**record["schedule"]), record["threshold"], record["combinations"]
+    each = record["combination_alpha"]
+    for c in combos.values():  # what ran is what judge_at gives the recorded pairs at the combination's level
+        for comparisons in c.values():
+            for x in comparisons:
+                v = sequential.judge_at(x["a"], x["b"], schedule, threshold, each)
+                assert v.verdict == x["verdict"] and len(x["a"]) == x["pairs"]
+                assert (sequential.family_p(x["a"], x["b"], schedule) < each) == v.failed
+    key = next(k for k in combos if "bf16" in k)
+    missed = [r for r, x in enumerate(combos[key]["0.05"]) if x["verdict"] != gate.REGRESSION]
+    assert missed == [0, 2]
+    for r in range(len(combos[key]["0.0"])):
+        planted = {k: (c["0.05"][r]["a"], c["0.05"][r]["b"]) for k, c in combos.items()}
+        holm = sequential.family_verdicts(planted, schedule, threshold, record["alpha"])
+        assert all(v.failed for v in holm.values())
+        unchanged = {k: (c["0.0"][r]["a"], c["0.0"][r]["b"]) for k, c in combos.items()}
+        assert not any(v.failed for v in sequential.family_verdicts(unchanged, schedule, threshold).values())
+        if r in missed:
+            assert holm[key].alpha > each and "Holm's step-down" in holm[key].note
+            alone = {**unchanged, key: planted[key]}
+            assert not sequential.family_verdicts(alone, schedule, threshold, record["alpha"])[key].failed
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -653,6 +697,42 @@ def test_at_their_own_slopes_later_sessions_catch_more_planted_slowdowns_and_no_
     lenet = _key("lenet")  # within the hour: lenet's MDS falls below the planted 25%, which is then caught
     within, within_before = _zen4("within_hour", "0.25")[lenet], _zen4("within_hour", "0.25", pooled=True)[lenet]
     assert all(v.failed and v.mds < 0.2 for v in within) and sum(v.failed for v in within_before) <= 1
+
+
+def _zen4_family(when, level):
+    """Per recorded session: (its verdicts at the combination's Bonferroni level, after Holm's step-down)."""
+    b = Baselines(ZEN4["profile"], ZEN4["recorded"])
+    alpha = gate.combination_alpha(gate.DEFAULT_ALPHA, len(b.combinations))
+    out = []
+    for session in ZEN4[when][level]:
+        started = datetime.datetime.fromtimestamp(session["start"], datetime.timezone.utc)
+
+        def rejudge(key, level, session=session, started=started):
+            rec = session["combinations"][key]
+            return b.judge(key, rec["images_per_sec_rounds"], rec["yardstick_rates"], level, now=started)
+
+        alone = {k: rejudge(k, alpha) for k in session["combinations"]}
+        out.append((alone, gate.family(alone, {k: v.p_slower for k, v in alone.items()}, rejudge)))
+    return out
+
+
+def test_holm_step_down_on_recorded_stored_sessions_fails_no_unchanged_one_and_catches_more_planted():
+    """The 26 recorded rounds against the Zen 4 file: where a planted 25% made some combinations fail at
+    alpha/7, Holm's step-down tests the rest at the larger levels that leaves and catches more; an unchanged
+    session has nothing below alpha/7, so Holm adds nothing to it."""
+    for when in ("within_hour", "new_occasion"):
+        for alone, holm in _zen4_family(when, "0.0"):
+            assert not any(v.failed for v in holm.values())
+    sessions = _zen4_family("new_occasion", "0.25")
+    before = sum(v.failed for alone, _ in sessions for v in alone.values())
+    after = sum(v.failed for _, holm in sessions for v in holm.values())
+    assert after > before, (before, after)
+    for alone, holm in sessions:
+        assert all(holm[k].failed for k in alone if alone[k].failed)  # Holm keeps every Bonferroni failure
+        for k in holm:
+            if holm[k].failed and not alone[k].failed:
+                assert holm[k].alpha > alone[k].alpha and holm[k].p_slower < holm[k].alpha
+                assert holm[k].mds == alone[k].mds and "Holm's step-down" in holm[k].note
 
 
 def test_a_400_combination_matrix_of_unchanged_sessions_fails_no_more_than_alpha():

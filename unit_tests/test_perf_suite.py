@@ -227,3 +227,58 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
     assert record["combination_alpha"] == pytest.approx(gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos)))
     summary = quality.summarize_paired(record)
     assert summary == record["summary"] and summary["runs"] == sum(s["runs"] for s in record["sessions"])
+
+
+def _perf_conftest():
+    """perf_tests/conftest.py as a module (the unit tests do not collect perf_tests)."""
+    import importlib.util
+    import sys
+
+    path = os.path.join(os.path.dirname(SHIPPED), "perf_tests", "conftest.py")
+    spec = importlib.util.spec_from_file_location("hpcnn_perf_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_perf_session_ends_with_holm_step_down_over_the_combinations_it_judged():
+    """Recorded sessions of a planted 25% against the Zen 4 file, held as test_throughput holds them: in the first
+    where a combination passed at alpha/7 while others failed and Holm rejects it, the session's step-down fails
+    it, in its row of the end-of-session table and in its benchmark's extra_info (what --benchmark-json and
+    gate-quality read); the other rows stay as they were."""
+    import datetime
+
+    with open(os.path.join(os.path.dirname(__file__), "data", "zen4_sessions.json")) as f:
+        zen4 = json.load(f)
+    loaded = baselines.Baselines(zen4["profile"], zen4["recorded"])
+    each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(loaded.combinations))
+    conftest = _perf_conftest()
+    for session in zen4["new_occasion"]["0.25"]:
+        state = conftest.PerfSession(zen4["profile"], "zen4", "zen4.json", loaded, False, "cpu", 2,
+                                     judged=len(session["combinations"]))
+        assert state.alpha == each
+        started = datetime.datetime.fromtimestamp(session["start"], datetime.timezone.utc)
+        extra = {}
+        for key, rec in session["combinations"].items():
+            def rejudge(level, key=key, rec=rec):
+                return loaded.judge(key, rec["images_per_sec_rounds"], rec["yardstick_rates"], level, now=started)
+
+            v = rejudge(each)
+            extra[key] = {"verdict": v.verdict}
+            state.rows.append((key, v, ""))
+            state.hold(key, v, rejudge, extra[key])
+        before = dict((k, v) for k, v, _ in state.rows)
+        added = state.step_down()
+        if added:
+            break
+    else:
+        pytest.fail("no recorded session where Holm's step-down adds a failure")
+    after = dict((k, v) for k, v, _ in state.rows)
+    for key in before:
+        if key in added:
+            assert not before[key].failed and after[key].failed and extra[key]["verdict"] == gate.REGRESSION
+            assert extra[key]["alpha"] > each and after[key] is added[key]
+        else:
+            assert after[key] is before[key] and extra[key] == {"verdict": before[key].verdict}
+    assert any(v.failed for k, v in before.items())
