@@ -59,7 +59,7 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     now = datetime.datetime.now(datetime.timezone.utc)
     v = s.baselines.judge(combo.key, samples, rates, s.alpha, now)
     runner = s.baselines.runner(combo.key, statistics.median(rates))
-    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, p_slower=v.p_slower,
+    benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, p_slower=v.p_slower, alpha=v.alpha,
                                 runner_speed=runner and runner.speed)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
