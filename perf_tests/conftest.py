@@ -54,6 +54,11 @@ class PerfSession:
         self.rows = [(key, self.by_step_down.get(key, v), note) for key, v, note in self.rows]
         return self.by_step_down
 
+    def failure_lines(self, key: str, verdict: gate.Verdict, matrix: str) -> List[str]:
+        """A regression's message: the verdict, then the bisect and explain commands, indented."""
+        return [f"{key}: throughput regression: {verdict.describe()}",
+                *(f"  {what}: {command}" for what, command in self.investigate(key, matrix).items())]
+
     def investigate(self, key: str, matrix: str) -> Dict[str, str]:
         """Bisect and explain commands for a slower ``key``: from its newest baseline's commit to this checkout."""
         return investigate_commands(key, self.baselines.last_commit(key), self.commit, matrix)
@@ -161,9 +166,10 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     for line in format_table(state.rows, title):
         terminalreporter.write_line(line)
     for key, v in state.by_step_down.items():
-        terminalreporter.write_line(f"{key}: throughput regression: {v.describe()}", red=True)
-        for what, command in state.investigate(key, config.getoption("--perf-matrix")).items():
-            terminalreporter.write_line(f"  {what}: {command}")
+        first, *rest = state.failure_lines(key, v, config.getoption("--perf-matrix"))
+        terminalreporter.write_line(first, red=True)
+        for line in rest:
+            terminalreporter.write_line(line)
     report = config.getoption("--perf-report")
     if report and not state.update:
         text = format_markdown(state.rows, title, lambda key: reproduce_command(config, key),

@@ -65,6 +65,4 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     s.rows.append((combo.key, v, note))
     s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now), benchmark.extra_info)
     if v.failed:
-        next_steps = s.investigate(combo.key, request.config.getoption("--perf-matrix"))
-        pytest.fail("\n  ".join([f"{combo.key}: throughput regression: {v.describe()}",
-                                  *(f"{what}: {command}" for what, command in next_steps.items())]), pytrace=False)
+        pytest.fail("\n".join(s.failure_lines(combo.key, v, request.config.getoption("--perf-matrix"))), pytrace=False)
