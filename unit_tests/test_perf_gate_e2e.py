@@ -69,7 +69,14 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
                                     ["-k", COMBO, "--perf-rounds=5"], log=lines.append,
                                     save=lambda r: saved.append(json.loads(json.dumps(r))))
     assert [r["summary"]["0.0"]["sessions"] for r in saved] == [1, 2]  # a cut after round 1 keeps round 1
-    assert record["summary"][PLANT]["failed"] == 2 and record["summary"][PLANT]["per_combination"] == {COMBO: 2}
+    planted = record["summary"][PLANT]
+    assert planted["failed"] == 2 and list(planted["per_combination"]) == [COMBO]
+    assert planted["per_combination"][COMBO]["failed"] == planted["per_combination"][COMBO]["failed_alone"] == 2
+    # the record holds the file it was judged against, so this gate judges its sessions again as they ran
+    assert record["baselines"]["combinations"][COMBO]["sessions"][0]["samples"] == recorded["samples"]
+    again = quality.judge_again(record)
+    assert [[holm[COMBO].verdict for _, holm in again[level]] for level in ("0.0", PLANT)] == [
+        [s["combinations"][COMBO]["verdict"] for s in record["sessions"][level]] for level in ("0.0", PLANT)]
     for session in record["sessions"][PLANT] + record["sessions"]["0.0"]:
         v = session["combinations"][COMBO]
         assert v["runner_speed"] > 0 and 0 < v["ratio"] and v["mds"] == 0.35  # one recorded session: the wide bound

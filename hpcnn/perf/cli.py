@@ -369,15 +369,19 @@ def cmd_gate_quality(args):
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")
+        from hpcnn.perf import baselines
         from hpcnn.perf.profile import detect, profile_id
 
         pid = args.hardware_profile or profile_id(detect())
         save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
-        record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
-                                        args.pytest_args.split(), args.pause_seconds, save=save)
+        try:
+            record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
+                                            args.pytest_args.split(), args.pause_seconds, save=save)
+        except baselines.BaselineError as e:
+            _usage(str(e))
         for s, summary in record["summary"].items():
-            print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed; per "
-                  f"combination {summary['per_combination']}")
+            print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed")
+        print("\n".join(["", "per combination (after Holm's step-down):", *quality.stored_table(record["summary"])]))
     else:
         record = _simulate(args, quality)
     if args.json:

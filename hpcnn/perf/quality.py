@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import os
@@ -21,12 +22,12 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from hpcnn.perf import gate, paired, sequential, stored
-from hpcnn.perf.baselines import Baselines
+from hpcnn.perf.baselines import Baselines, load as load_baselines, path_for
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved
 
@@ -192,9 +193,15 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                    pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print,
                    save: Optional[Callable[[dict], None]] = None) -> dict:
     """``runs`` rounds of pytest sessions (unchanged, then each slowdown) judged against recorded baselines;
-    ``save`` gets the record, summary included, after every round (an hour's measurement survives a cut)."""
+    ``save`` gets the record, summary included, after every round (an hour's measurement survives a cut).
+
+    The record keeps the baselines file as it was judged against (``baselines``) and each combination's rounds
+    and yardstick rates, so that ``judge_again`` can judge the same sessions with another gate later."""
     levels = [0.0] + [s for s in slowdowns if s > 0]
-    record = {"baselines_dir": baselines_dir, "profile_id": profile_id, "sessions": {str(s): [] for s in levels}}
+    judged_against = load_baselines(path_for(baselines_dir, profile_id))
+    record = {"baselines_dir": baselines_dir, "profile_id": profile_id,
+              "baselines": {"profile": judged_against.profile, "combinations": judged_against.combinations},
+              "sessions": {str(s): [] for s in levels}}
     with tempfile.TemporaryDirectory() as work:
         for run in range(runs):
             for s in levels:
@@ -216,10 +223,7 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                     f"{k} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items())
                     + "".join(f"; runner at {v['runner_speed']:.2f}x" for v in list(verdicts.values())[:1]
                               if v.get("runner_speed")))
-            record["summary"] = {str(s): {"sessions": run + 1,
-                                          "failed": sum(x["failed"] for x in record["sessions"][str(s)]),
-                                          "per_combination": _per_combination(record["sessions"][str(s)])}
-                                 for s in levels}
+            record["summary"] = summarize_stored(record)
             if save:
                 save(record)
             if pause_s and run < runs - 1:
@@ -233,12 +237,77 @@ _KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images
          "yardstick_version")
 
 
-def _per_combination(sessions: List[dict]) -> Dict[str, int]:
-    counts: Dict[str, int] = {}
-    for session in sessions:
-        for key, v in session["combinations"].items():
-            counts[key] = counts.get(key, 0) + (v["verdict"] == gate.REGRESSION)
-    return counts
+def summarize_stored(record: dict) -> dict:
+    """Per level of a stored record: sessions, sessions that failed, and per combination the sessions it failed
+    (as judged: after Holm's step-down), those it failed at its own Bonferroni level, the range of its ratios
+    and its median MDS."""
+    out = {}
+    for level, sessions in record["sessions"].items():
+        per: Dict[str, dict] = {}
+        for session in sessions:
+            own = gate.combination_alpha(gate.DEFAULT_ALPHA, len(session["combinations"]))
+            for key, v in session["combinations"].items():
+                x = per.setdefault(key, {"failed": 0, "failed_alone": 0, "ratios": [], "mds": []})
+                failed = v["verdict"] == gate.REGRESSION
+                x["failed"] += failed
+                # records from before Holm's step-down have no level: each failed at its own
+                x["failed_alone"] += failed and (v.get("alpha") is None or v["alpha"] <= own * (1 + 1e-9))
+                x["ratios"].append(v["ratio"])
+                if v.get("mds") is not None:
+                    x["mds"].append(v["mds"])
+        out[level] = {"sessions": len(sessions), "failed": sum(session["failed"] for session in sessions),
+                      "per_combination": {key: {"failed": x["failed"], "failed_alone": x["failed_alone"],
+                                                "ratio_min": min(x["ratios"]), "ratio_max": max(x["ratios"]),
+                                                "median_mds": statistics.median(x["mds"]) if x["mds"] else None}
+                                          for key, x in sorted(per.items())}}
+    return out
+
+
+def stored_table(summary: dict) -> List[str]:
+    """A Markdown table of a stored record's summary: per combination and level, the sessions that failed
+    (false failures unchanged, catches planted; with the count at the combination's own level where Holm's
+    step-down added some), the range of ratios and the median MDS."""
+    levels = sorted(summary, key=float)
+    head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in summary[levels[0]]["per_combination"]:
+        cells = [name]
+        for s in levels:
+            x, n = summary[s]["per_combination"].get(name), summary[s]["sessions"]
+            if x is None:
+                cells.append("not judged")
+                continue
+            what = "failed" if float(s) == 0 else "caught"
+            what += f" ({x['failed_alone']} at its own level)" if x["failed_alone"] != x["failed"] else ""
+            mds = "unknown" if x["median_mds"] is None else f"{x['median_mds']:.1%}"
+            cells.append(f"{x['failed']}/{n} {what}, ratios {x['ratio_min']:.3f}-{x['ratio_max']:.3f}, MDS {mds}")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+Verdicts = Dict[str, gate.Verdict]
+
+
+def judge_again(record: dict) -> Dict[str, List[Tuple[Verdicts, Verdicts]]]:
+    """Every session of a stored record judged again from its rounds by this gate, against the baselines it was
+    judged against (the record's ``baselines``) and at the time it ran: {level: [(its verdicts at each
+    combination's Bonferroni level, the same after Holm's step-down), one per session]}."""
+    against = Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
+    out: Dict[str, List[Tuple[Verdicts, Verdicts]]] = {}
+    for level, sessions in record["sessions"].items():
+        out[level] = []
+        for session in sessions:
+            now = datetime.datetime.fromtimestamp(session["start"], datetime.timezone.utc)
+            rounds = session["combinations"]
+
+            def judge(key: str, alpha: float, rounds=rounds, now=now) -> gate.Verdict:
+                return against.judge(key, rounds[key]["images_per_sec_rounds"], rounds[key]["yardstick_rates"],
+                                     alpha, now=now)
+
+            own = gate.combination_alpha(gate.DEFAULT_ALPHA, len(rounds))
+            alone = {key: judge(key, own) for key in rounds}
+            out[level].append((alone, gate.family(alone, {k: v.p_slower for k, v in alone.items()}, judge)))
+    return out
 
 
 def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 1000,
