@@ -174,8 +174,7 @@ def paired_table(summary: dict) -> List[str]:
     Bonferroni level where it differs), the median ratio, pairs and MDS, and the median plant as measured."""
     levels = sorted(summary["flagged"], key=float)
     runs = summary["runs"]
-    head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    rows = []
     for name, per in sorted(summary["per_combination"].items()):
         cells = [name]
         for s in levels:
@@ -185,8 +184,16 @@ def paired_table(summary: dict) -> List[str]:
             what += f" ({alone} at its own level)" if alone != x["failed"] else ""
             cells.append(f"{x['failed']}/{runs} {what}, ratio {x['median_ratio']:.3f}, {x['median_pairs']:g} pairs, "
                          f"MDS {x['median_mds']:.1%}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        rows.append(cells)
+    return _level_table(levels, rows)
+
+
+def _level_table(levels: Sequence[str], rows: List[List[str]]) -> List[str]:
+    """The lines of a Markdown table whose columns are a combination's name, then one per level ("unchanged",
+    "planted 5%", ...); ``rows`` are the cells, name first."""
+    head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
+    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
+            *("| " + " | ".join(cells) + " |" for cells in rows)]
 
 
 def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, slowdowns: Sequence[float],
@@ -268,8 +275,7 @@ def stored_table(summary: dict) -> List[str]:
     (false failures unchanged, catches planted; with the count at the combination's own level where Holm's
     step-down added some), the range of ratios and the median MDS."""
     levels = sorted(summary, key=float)
-    head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
-    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    rows = []
     for name in summary[levels[0]]["per_combination"]:
         cells = [name]
         for s in levels:
@@ -281,8 +287,8 @@ def stored_table(summary: dict) -> List[str]:
             what += f" ({x['failed_alone']} at its own level)" if x["failed_alone"] != x["failed"] else ""
             mds = "unknown" if x["median_mds"] is None else f"{x['median_mds']:.1%}"
             cells.append(f"{x['failed']}/{n} {what}, ratios {x['ratio_min']:.3f}-{x['ratio_max']:.3f}, MDS {mds}")
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
+        rows.append(cells)
+    return _level_table(levels, rows)
 
 
 Verdicts = Dict[str, gate.Verdict]
