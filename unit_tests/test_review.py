@@ -68,7 +68,8 @@ def test_the_review_command_prints_the_table_of_a_file(tmp_path):
     _, path = _saved(tmp_path, ZEN4["recorded"])
     p = _cli(path)
     assert p.returncode == 0, p.stderr
-    assert p.stdout.splitlines() == review.format_review(baselines.load(path), path)
+    b = baselines.load(path)
+    assert p.stdout.splitlines() == review.format_review(b, path) + [""] + review.format_backtest(review.backtest(b))
 
 
 @pytest.mark.parametrize("content,message", [
@@ -90,3 +91,54 @@ def test_review_of_a_file_without_sessions_on_the_yardstick_reads_raw():
                                                      for s in rec["sessions"]]}
                                     for k, rec in ZEN4["recorded"].items()})
     assert all(r.slope is None and r.mds_new_occasion > r.mds_within_hour for r in review.rows(b))
+
+
+SHIPPED = os.path.join(os.path.dirname(DATA), os.pardir, "baselines")
+SHIPPED_FILES = sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json"))
+
+
+@pytest.mark.parametrize("name", SHIPPED_FILES)
+def test_no_recorded_session_of_a_shipped_file_fails_against_its_other_occasions(name):
+    """The backtest on each committed file: every session of unchanged code, judged as a CI session on a new
+    occasion against the file without its occasion, passes the gate. A drift estimate too small for the
+    runner's spread between occasions fails here."""
+    b = baselines.load(os.path.join(SHIPPED, name))
+    held = review.backtest(b)
+    occasions = max(len(r.sessions) for r in review.rows(b))
+    assert [h.occasion for h in held] == (list(range(occasions)) if occasions > 1 else [])
+    for h, counts in zip(held, zip(*(r.sessions for r in review.rows(b)))):
+        assert len(h.alone) == len(h.family) == max(counts)  # one pytest session per recorded session index
+        assert all(set(s) == set(b.combinations) for s in h.alone)
+        assert h.failed == 0 and h.failed_alone == 0, (h.occasion, h.first)
+        assert all(v.alpha == pytest.approx(0.01 / len(b.combinations)) for s in h.alone for v in s.values())
+
+
+def test_the_backtest_judges_a_held_out_occasion_as_a_new_one_and_names_a_shifted_one(tmp_path):
+    """Zen 4's recorded occasions, the second one's rounds 30% slower (a whole occasion shifted, as code 30%
+    slower would read): held out, its sessions fail against the other two; the other occasions, judged against
+    a file that holds the shifted one, do not."""
+    b, _ = _saved(tmp_path, ZEN4["recorded"])
+    first = review.backtest(b)
+    assert [len(h.alone) for h in first] == [5, 4] and all(h.failed == 0 for h in first)
+    # judged with the drift between occasions (on a new occasion), not as the hour after the other occasion
+    for h in first:
+        for s in h.alone:
+            for key, v in s.items():
+                assert v.mds > b.next_session_mds(key, v.alpha, new_occasion=False)
+
+    shifted = {k: {"sessions": [dict(s, samples=[x * 0.7 for x in s["samples"]]) if i >= 5 else s
+                                for i, s in enumerate(rec["sessions"])]} for k, rec in ZEN4["recorded"].items()}
+    b, _ = _saved(tmp_path, shifted)
+    held = review.backtest(b)
+    assert held[0].failed == 0 and held[1].failed == 4
+    assert all(0.6 < r < 0.85 for r in held[1].ratios)
+    lines = review.format_backtest(held)
+    assert lines[-1].startswith("4 of 9 unchanged session(s) would have failed the gate: unless the code changed")
+    assert lines[3].split()[:5] == ["2", held[1].first[:16], "4", "4", str(held[1].failed_alone)]
+
+
+def test_a_file_of_one_occasion_has_nothing_to_backtest(tmp_path):
+    one = {k: {"sessions": rec["sessions"][:5]} for k, rec in ZEN4["recorded"].items()}
+    b, _ = _saved(tmp_path, one)
+    assert review.backtest(b) == []
+    assert review.format_backtest([])[0].startswith("backtest: one occasion recorded")

@@ -186,7 +186,7 @@ def cmd_review(args):
         _usage(str(e))
     if not b.combinations:
         _usage(f"baselines file {path} holds no combination; record with: pytest perf_tests --update-baselines")
-    print("\n".join(review.format_review(b, path)))
+    print("\n".join(review.format_review(b, path) + [""] + review.format_backtest(review.backtest(b))))
     return 0
 
 

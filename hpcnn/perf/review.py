@@ -6,13 +6,19 @@ far each combination follows the runner's speed, the spread between sessions,
 and the minimum detectable slowdown for a session on a new occasion (as CI's
 are) and within the hour of the newest one. These are the figures ``save``
 derives and the gate computes, read from the file and nothing else.
+
+The review also backtests the file on its own history: every recorded session
+of unchanged code is judged, as a CI session on a new occasion would be,
+against the file without the occasion it belongs to (``backtest``). A session
+that fails there is a false failure the gate's drift estimate let through.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import statistics
-from typing import List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from hpcnn.perf import gate, stored
 from hpcnn.perf.baselines import Baselines
@@ -54,6 +60,94 @@ def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
                        b.next_session_mds(key, each), b.next_session_mds(key, each, new_occasion=False),
                        b.combinations[key].get("threshold", gate.STORED_THRESHOLD)))
     return out
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOut:
+    """One recorded occasion judged against the file without it: when its first session ran, each of its
+    sessions' verdicts ({combination: verdict}) at the combination's share of the family-wise alpha and after
+    Holm's step-down."""
+
+    occasion: int
+    first: str
+    alone: List[Dict[str, gate.Verdict]]
+    family: List[Dict[str, gate.Verdict]]
+
+    @property
+    def failed_alone(self) -> int:
+        """Sessions with a combination failed at its own level."""
+        return sum(any(v.failed for v in s.values()) for s in self.alone)
+
+    @property
+    def failed(self) -> int:
+        """Sessions with a combination failed after Holm's step-down (the gate's decision)."""
+        return sum(any(v.failed for v in s.values()) for s in self.family)
+
+    @property
+    def ratios(self) -> List[float]:
+        return [v.ratio for s in self.alone for v in s.values()]
+
+
+def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
+    """Each occasion of ``b`` held out in turn: its sessions judged, as CI sessions on a new occasion, against
+    the others. Empty where the file holds one occasion.
+
+    The i-th session of each combination in an occasion is one pytest session (every session records each
+    combination once), so they are judged together: each combination at its share of ``alpha`` over those the
+    session judges, then Holm's step-down. A combination with no session outside the occasion is not judged.
+    """
+    keys = sorted(b.combinations)
+    sessions = {k: b.combinations[k].get("sessions", []) for k in keys}
+    occasion = {k: b.occasions(k) for k in keys}
+    count = 1 + max((max(o) for o in occasion.values() if o), default=-1)
+    out = []
+    for g in (range(count) if count > 1 else ()):
+        held = {k: [s for s, o in zip(sessions[k], occasion[k]) if o == g] for k in keys}
+        rest = Baselines(b.profile, {k: {**b.combinations[k], "sessions": [
+            s for s, o in zip(sessions[k], occasion[k]) if o != g]} for k in keys})
+        dates = [s["date"] for k in keys for s in rest.combinations[k]["sessions"] if s.get("date")]
+        # after every remaining session, so that each is another occasion than the held-out one, as by its dates
+        now = (max(map(datetime.datetime.fromisoformat, dates)) if dates else datetime.datetime.now(
+            datetime.timezone.utc)) + datetime.timedelta(hours=stored.OCCASION_GAP_HOURS, seconds=1)
+        alone, family = [], []
+        for i in range(max(len(h) for h in held.values())):
+            present = [k for k in keys if i < len(held[k]) and rest.combinations[k]["sessions"]]
+            if not present:
+                continue
+
+            def judge(key: str, level: float, i: int = i) -> gate.Verdict:
+                s = held[key][i]
+                rate = (s.get("yardstick") or {}).get("rate")
+                return rest.judge(key, s["samples"], [rate] if rate else [], level, now=now)
+
+            each = {k: judge(k, gate.combination_alpha(alpha, len(present))) for k in present}
+            alone.append(each)
+            family.append(gate.family(each, {k: v.p_slower for k, v in each.items()}, judge, alpha))
+        first = min((h[0].get("date") or "" for h in held.values() if h), default="")
+        out.append(HeldOut(g, first, alone, family))
+    return out
+
+
+def format_backtest(held: Sequence[HeldOut]) -> List[str]:
+    """The backtest for the terminal: a row per held-out occasion, then the total."""
+    if not held:
+        return ["backtest: one occasion recorded, none to judge against the others (record another occasion, "
+                "an hour or more later)"]
+    lines = ["backtest: each occasion's sessions of unchanged code judged, as a CI session on a new occasion, "
+             "against the file without that occasion",
+             f"{'occasion':>8}  {'first session':<16}  {'sessions':>8}  {'failed':>6}  {'failed alone':>12}  "
+             f"{'ratios':>11}  MDS median"]
+    for h in held:
+        mds = [v.mds for s in h.alone for v in s.values() if v.mds is not None]
+        lines.append(f"{h.occasion + 1:>8}  {h.first[:16]:<16}  {len(h.alone):>8}  {h.failed:>6}  "
+                     f"{h.failed_alone:>12}  {min(h.ratios):.3f}-{max(h.ratios):.3f}  "
+                     f"{_pct(statistics.median(mds)) if mds else '?'}")
+    failed, total = sum(h.failed for h in held), sum(len(h.alone) for h in held)
+    lines.append(f"{failed} of {total} unchanged session(s) would have failed the gate"
+                 + ("" if not failed else ": unless the code changed between those occasions (their sessions' "
+                    "commits), the drift between this runner's occasions is larger than the file measures; record "
+                    "sessions on more occasions before gating with it"))
+    return lines
 
 
 def _pct(x: Optional[float], weak: bool = False) -> str:
