@@ -10,7 +10,7 @@ import pytest
 
 from hpcnn import jsonfile
 from hpcnn.perf import baselines as baselines_lib
-from hpcnn.perf import gate
+from hpcnn.perf import gate, review
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import detect, differences, profile_id
 from hpcnn.perf.report import Row, format_markdown, format_table, investigate_commands
@@ -36,6 +36,7 @@ class PerfSession:
     # per judged combination: its verdict, how to judge it again at another level, its benchmark's extra_info
     held: Dict[str, tuple] = dataclasses.field(default_factory=dict)
     by_step_down: Dict[str, gate.Verdict] = dataclasses.field(default_factory=dict)  # failed by Holm's step-down
+    saved: Optional[baselines_lib.Baselines] = None  # the file as --update-baselines wrote it
 
     def hold(self, key: str, verdict: gate.Verdict, rejudge: Callable[[float], gate.Verdict], extra_info: dict):
         """Keeps a judged combination for Holm's step-down at the end of the session (``step_down``)."""
@@ -148,8 +149,8 @@ def pytest_runtestloop(session):
 def pytest_sessionfinish(session, exitstatus):
     state = getattr(session.config, "_hpcnn_perf", None)
     if state and state.update and state.recorded:
-        baselines_lib.save(state.path, state.profile, state.recorded, keep=session.config.getoption(
-            "--baseline-sessions"))
+        state.saved = baselines_lib.save(state.path, state.profile, state.recorded,
+                                         keep=session.config.getoption("--baseline-sessions"))
     if state and state.by_step_down:  # failures the tests could not report: they had passed as they ran
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -161,6 +162,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     if state.update and state.recorded:
         terminalreporter.write_line(f"baselines for {state.profile_id}: a session of {len(state.recorded)} "
                                     f"combination(s) added to {state.path}")
+        if state.saved is not None:  # would the file's own unchanged sessions pass, each on a new occasion?
+            terminalreporter.write_line(review.backtest_line(review.backtest(state.saved)))
     title = (f"hpcnn perf gate, profile {state.profile_id}: {state.judged} combination(s) judged, each at "
              f"alpha {state.alpha:.2g}, then Holm's step-down (family-wise {gate.DEFAULT_ALPHA:g})")
     for line in format_table(state.rows, title):

@@ -36,6 +36,7 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     assert record.returncode == 0, record.stdout[-3000:]
     saved = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]
     assert len(saved["sessions"]) == 1
+    assert "backtest: one occasion recorded, none to judge against the others" in record.stdout
     samples = saved["sessions"][-1]["samples"]
     assert len(samples) == 5 and min(samples) > 0
     bench = json.loads((tmp_path / "bench.json").read_text())["benchmarks"][0]

@@ -133,7 +133,9 @@ def test_the_backtest_judges_a_held_out_occasion_as_a_new_one_and_names_a_shifte
     assert held[0].failed == 0 and held[1].failed == 4
     assert all(0.6 < r < 0.85 for r in held[1].ratios)
     lines = review.format_backtest(held)
-    assert lines[-1].startswith("4 of 9 unchanged session(s) would have failed the gate: unless the code changed")
+    assert lines[-1] == review.backtest_line(held)
+    assert lines[-1].startswith("backtest: 4 of 9 unchanged session(s) on 2 occasion(s) would have failed the gate, "
+                                "each judged against the file without its occasion: unless the code changed")
     assert lines[3].split()[:5] == ["2", held[1].first[:16], "4", "4", str(held[1].failed_alone)]
 
 
@@ -141,4 +143,5 @@ def test_a_file_of_one_occasion_has_nothing_to_backtest(tmp_path):
     one = {k: {"sessions": rec["sessions"][:5]} for k, rec in ZEN4["recorded"].items()}
     b, _ = _saved(tmp_path, one)
     assert review.backtest(b) == []
-    assert review.format_backtest([])[0].startswith("backtest: one occasion recorded")
+    assert review.format_backtest([]) == [review.backtest_line([])]
+    assert review.backtest_line([]).startswith("backtest: one occasion recorded")

@@ -128,11 +128,23 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     return out
 
 
-def format_backtest(held: Sequence[HeldOut]) -> List[str]:
-    """The backtest for the terminal: a row per held-out occasion, then the total."""
+def backtest_line(held: Sequence[HeldOut]) -> str:
+    """The backtest in one line: how many of the file's unchanged sessions would have failed."""
     if not held:
-        return ["backtest: one occasion recorded, none to judge against the others (record another occasion, "
-                "an hour or more later)"]
+        return ("backtest: one occasion recorded, none to judge against the others (record another occasion, "
+                "an hour or more later)")
+    failed, total = sum(h.failed for h in held), sum(len(h.alone) for h in held)
+    return (f"backtest: {failed} of {total} unchanged session(s) on {len(held)} occasion(s) would have failed the "
+            "gate, each judged against the file without its occasion"
+            + ("" if not failed else ": unless the code changed between those occasions (their sessions' "
+               "commits), the drift between this runner's occasions is larger than the file measures; record "
+               "sessions on more occasions before gating with it"))
+
+
+def format_backtest(held: Sequence[HeldOut]) -> List[str]:
+    """The backtest for the terminal: a row per held-out occasion, then the total (``backtest_line``)."""
+    if not held:
+        return [backtest_line(held)]
     lines = ["backtest: each occasion's sessions of unchanged code judged, as a CI session on a new occasion, "
              "against the file without that occasion",
              f"{'occasion':>8}  {'first session':<16}  {'sessions':>8}  {'failed':>6}  {'failed alone':>12}  "
@@ -142,12 +154,7 @@ def format_backtest(held: Sequence[HeldOut]) -> List[str]:
         lines.append(f"{h.occasion + 1:>8}  {h.first[:16]:<16}  {len(h.alone):>8}  {h.failed:>6}  "
                      f"{h.failed_alone:>12}  {min(h.ratios):.3f}-{max(h.ratios):.3f}  "
                      f"{_pct(statistics.median(mds)) if mds else '?'}")
-    failed, total = sum(h.failed for h in held), sum(len(h.alone) for h in held)
-    lines.append(f"{failed} of {total} unchanged session(s) would have failed the gate"
-                 + ("" if not failed else ": unless the code changed between those occasions (their sessions' "
-                    "commits), the drift between this runner's occasions is larger than the file measures; record "
-                    "sessions on more occasions before gating with it"))
-    return lines
+    return lines + [backtest_line(held)]
 
 
 def _pct(x: Optional[float], weak: bool = False) -> str:
