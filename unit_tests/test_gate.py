@@ -125,7 +125,7 @@ def test_clearly_equal_sides_stop_at_the_first_look():
 
 
 ZEN4_PAIRED = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality",
-                           "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # 3 runs of the smoke matrix
+                           "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # 6 runs of the smoke matrix
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
@@ -145,18 +145,21 @@ def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_
                 assert (sequential.family_p(x["a"], x["b"], schedule) < each) == v.failed
     key = next(k for k in combos if "bf16" in k)
     missed = [r for r, x in enumerate(combos[key]["0.05"]) if x["verdict"] != gate.REGRESSION]
-    assert missed == [0, 2]
+    assert missed == [0, 2, 5]
+    rescued = [0, 2]  # in run 6 alexnet fp32 and tiny_resnet missed too: with three left, Holm's next level fell short
     for r in range(len(combos[key]["0.0"])):
         planted = {k: (c["0.05"][r]["a"], c["0.05"][r]["b"]) for k, c in combos.items()}
         holm = sequential.family_verdicts(planted, schedule, threshold, record["alpha"])
         assert all(holm[k].failed for k in combos if combos[k]["0.05"][r]["verdict"] == gate.REGRESSION)
         unchanged = {k: (c["0.0"][r]["a"], c["0.0"][r]["b"]) for k, c in combos.items()}
         assert not any(v.failed for v in sequential.family_verdicts(unchanged, schedule, threshold).values())
-        if r in missed:
+        if r in rescued:
             assert all(v.failed for v in holm.values())
             assert holm[key].alpha > each and "Holm's step-down" in holm[key].note
             alone = {**unchanged, key: planted[key]}
             assert not sequential.family_verdicts(alone, schedule, threshold, record["alpha"])[key].failed
+        elif r in missed:
+            assert not holm[key].failed and sum(not v.failed for v in holm.values()) == 3
 
 
 @pytest.mark.parametrize("seed", range(4))
