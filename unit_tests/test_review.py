@@ -139,6 +139,21 @@ def test_the_backtest_judges_a_held_out_occasion_as_a_new_one_and_names_a_shifte
     assert lines[3].split()[:5] == ["2", held[1].first[:16], "4", "4", str(held[1].failed_alone)]
 
 
+def test_an_occasion_is_the_same_hour_for_a_combination_added_to_the_matrix_later():
+    """The shipped Zen 4 file with one combination recorded only from the second occasion on: held out, the
+    first occasion judges the six others, and the late one's sessions are judged with the hour they ran in."""
+    b = baselines.load(os.path.join(SHIPPED, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.json"))
+    late = "lenet-parameter_server-NHWC-1dev-fp32-b32"
+    combos = {**b.combinations, late: {"sessions": b.combinations[late]["sessions"][5:]}}  # not at 12:48-12:57
+    assert Baselines(b.profile, combos).occasions(late)[0] == 0  # its own first occasion is the file's second
+    assert review.file_occasions(Baselines(b.profile, combos))[late] == [1] * 4 + [2] * 5 + [3] * 5 + [4] * 5
+    held = review.backtest(Baselines(b.profile, combos))
+    assert [len(h.alone) for h in held] == [5, 4, 5, 5, 5]
+    assert all(late not in s for s in held[0].alone) and all(late in s for h in held[1:] for s in h.alone)
+    assert [h.first[:15] for h in held] == ["2026-11-25T12:4", "2026-11-25T14:3", "2026-11-25T16:4",
+                                            "2026-11-26T00:4", "2026-11-26T01:5"]
+
+
 def test_a_file_of_one_occasion_has_nothing_to_backtest(tmp_path):
     one = {k: {"sessions": rec["sessions"][:5]} for k, rec in ZEN4["recorded"].items()}
     b, _ = _saved(tmp_path, one)

@@ -88,6 +88,22 @@ class HeldOut:
         return [v.ratio for s in self.alone for v in s.values()]
 
 
+def file_occasions(b: Baselines) -> Dict[str, List[int]]:
+    """Each combination's sessions' occasions within the whole file (``stored.occasions`` over every dated
+    session of every combination), so that an occasion is the same hour for every combination, also for one
+    added to the matrix later; an undated session joins the one before it, as ``stored.occasions`` has it."""
+    dates = sorted({s["date"] for c in b.combinations.values() for s in c.get("sessions", []) if s.get("date")},
+                   key=stored.parse_date)
+    of = dict(zip(dates, stored.occasions(dates)))
+    out = {}
+    for key, rec in b.combinations.items():
+        seq: List[int] = []
+        for s in rec.get("sessions", []):
+            seq.append(of[s["date"]] if s.get("date") else (seq[-1] if seq else 0))
+        out[key] = seq
+    return out
+
+
 def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     """Each occasion of ``b`` held out in turn: its sessions judged, as CI sessions on a new occasion, against
     the others. Empty where the file holds one occasion.
@@ -98,17 +114,17 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     """
     keys = sorted(b.combinations)
     sessions = {k: b.combinations[k].get("sessions", []) for k in keys}
-    occasion = {k: b.occasions(k) for k in keys}
+    occasion = file_occasions(b)
     count = 1 + max((max(o) for o in occasion.values() if o), default=-1)
     out = []
     for g in (range(count) if count > 1 else ()):
         held = {k: [s for s, o in zip(sessions[k], occasion[k]) if o == g] for k in keys}
         rest = Baselines(b.profile, {k: {**b.combinations[k], "sessions": [
             s for s, o in zip(sessions[k], occasion[k]) if o != g]} for k in keys})
-        dates = [s["date"] for k in keys for s in rest.combinations[k]["sessions"] if s.get("date")]
+        dates = [stored.parse_date(s.get("date")) for k in keys for s in rest.combinations[k]["sessions"]]
         # after every remaining session, so that each is another occasion than the held-out one, as by its dates
-        now = (max(map(datetime.datetime.fromisoformat, dates)) if dates else datetime.datetime.now(
-            datetime.timezone.utc)) + datetime.timedelta(hours=stored.OCCASION_GAP_HOURS, seconds=1)
+        now = max([t for t in dates if t is not None] or [datetime.datetime.now(datetime.timezone.utc)]) + \
+            datetime.timedelta(hours=stored.OCCASION_GAP_HOURS, seconds=1)
         alone, family = [], []
         for i in range(max(len(h) for h in held.values())):
             present = [k for k in keys if i < len(held[k]) and rest.combinations[k]["sessions"]]

@@ -151,7 +151,7 @@ def occasions(dates: Sequence[Optional[str]], gap_hours: float = OCCASION_GAP_HO
     out: List[int] = []
     last = None
     for d in dates:
-        t = _parse(d)
+        t = parse_date(d)
         new = bool(out) and t is not None and last is not None and (t - last).total_seconds() > gap_hours * 3600
         out.append(0 if not out else out[-1] + new)
         last = t if t is not None else last
@@ -161,11 +161,12 @@ def occasions(dates: Sequence[Optional[str]], gap_hours: float = OCCASION_GAP_HO
 def on_new_occasion(dates: Sequence[Optional[str]], now: datetime.datetime,
                     gap_hours: float = OCCASION_GAP_HOURS) -> bool:
     """Whether a session at ``now`` runs on another occasion than the newest recorded one (True if undated)."""
-    newest = max((t for t in map(_parse, dates) if t is not None), default=None)
+    newest = max((t for t in map(parse_date, dates) if t is not None), default=None)
     return newest is None or (now - newest).total_seconds() > gap_hours * 3600
 
 
-def _parse(date: Optional[str]) -> Optional[datetime.datetime]:
+def parse_date(date: Optional[str]) -> Optional[datetime.datetime]:
+    """A session's ISO date as an aware datetime (UTC where it names no zone); None for no date."""
     if not date:
         return None
     t = datetime.datetime.fromisoformat(date)
