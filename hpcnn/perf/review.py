@@ -139,7 +139,7 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
             each = {k: judge(k, gate.combination_alpha(alpha, len(present))) for k in present}
             alone.append(each)
             family.append(gate.family(each, {k: v.p_slower for k, v in each.items()}, judge, alpha))
-        first = min((h[0].get("date") or "" for h in held.values() if h), default="")
+        first = min((s["date"] for h in held.values() for s in h if s.get("date")), default="")
         out.append(HeldOut(g, first, alone, family))
     return out
 
