@@ -116,15 +116,15 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     sessions = {k: b.combinations[k].get("sessions", []) for k in keys}
     occasion = file_occasions(b)
     count = 1 + max((max(o) for o in occasion.values() if o), default=-1)
+    # after every session of the file, so that every held-out occasion is another than the rest, as by its dates
+    dates = [stored.parse_date(s.get("date")) for k in keys for s in sessions[k]]
+    now = max([t for t in dates if t is not None] or [datetime.datetime.now(datetime.timezone.utc)]) + \
+        datetime.timedelta(hours=stored.OCCASION_GAP_HOURS, seconds=1)
     out = []
     for g in (range(count) if count > 1 else ()):
         held = {k: [s for s, o in zip(sessions[k], occasion[k]) if o == g] for k in keys}
         rest = Baselines(b.profile, {k: {**b.combinations[k], "sessions": [
             s for s, o in zip(sessions[k], occasion[k]) if o != g]} for k in keys})
-        dates = [stored.parse_date(s.get("date")) for k in keys for s in rest.combinations[k]["sessions"]]
-        # after every remaining session, so that each is another occasion than the held-out one, as by its dates
-        now = max([t for t in dates if t is not None] or [datetime.datetime.now(datetime.timezone.utc)]) + \
-            datetime.timedelta(hours=stored.OCCASION_GAP_HOURS, seconds=1)
         alone, family = [], []
         for i in range(max(len(h) for h in held.values())):
             present = [k for k in keys if i < len(held[k]) and rest.combinations[k]["sessions"]]
