@@ -8,6 +8,7 @@ yardstick_sessions.json: 16 perf-suite sessions of one commit with the yardstick
 timed beside each; every other one ran beside a process burning one of the 2 cores.
 """
 
+import dataclasses
 import datetime
 import itertools
 import json
@@ -677,6 +678,19 @@ def test_each_combination_follows_the_runner_at_its_own_slope():
     assert spread(b, lenet) < 0.5 * spread(pooled, lenet)
     assert all(spread(b, k) < spread(pooled, k) for k in alexnets + [lenet])
     assert b.prior().sigma < pooled.prior().sigma
+
+
+def test_a_combinations_slope_leans_on_the_slope_pooled_over_the_other_combinations():
+    """``Baselines`` pools the others' slope as the whole file's sums less the combination's own (so that a
+    file of hundreds of combinations costs one pass, not one per combination): the same slope as a file
+    without that combination would pool."""
+    b = Baselines(ZEN4["profile"], ZEN4["recorded"])
+    for key in b.combinations:
+        others = Baselines(ZEN4["profile"], {k: v for k, v in ZEN4["recorded"].items() if k != key})
+        rates = [s["yardstick"]["rate"] for s in ZEN4["recorded"][key]["sessions"]]
+        direct = stored.combination_slope(others.slope(), stored.levels(b.sessions(key)), rates, b.occasions(key))
+        assert b.slope(key) != b.slope() and others.slope() != b.slope()
+        assert dataclasses.astuple(b.slope(key)) == pytest.approx(dataclasses.astuple(direct), rel=1e-9)
 
 
 def test_at_their_own_slopes_later_sessions_catch_more_planted_slowdowns_and_no_unchanged_one_fails():

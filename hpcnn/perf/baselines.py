@@ -31,13 +31,14 @@ import json
 import os
 import statistics
 import subprocess
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
 from hpcnn import jsonfile
 from hpcnn.perf import gate, stored, yardstick
 
 SCHEMA_VERSION = 2
 DEFAULT_KEEP = 10
+T = TypeVar("T")
 
 
 class BaselineError(ValueError):
@@ -62,12 +63,13 @@ def path_for(directory: str, profile_id: str) -> str:
 class Baselines:
     """A baselines file: the profile it was recorded on (None for a new file) and its combinations.
 
-    Figures pooled over the combinations (``prior``, ``drift``, ``slope``) are computed once: change
-    ``combinations`` through ``save``, which returns a new object."""
+    Figures pooled over the combinations (``prior``, ``drift``, ``slope``), and what they are computed from,
+    are computed once, each in time linear in the file's sessions: change ``combinations`` through ``save``,
+    which returns a new object."""
 
     profile: Optional[dict]
     combinations: Dict[str, dict]
-    _pooled: Dict[object, object] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+    _cache: Dict[object, object] = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     def sessions(self, key: str) -> List[List[float]]:
         """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
@@ -108,22 +110,34 @@ class Baselines:
         sessions all timed it (``stored.pooled_slope``); with ``key``, that combination's own: its sessions'
         fit combined with the slope pooled over the others (``stored.combination_slope``), or the pooled slope
         where its sessions did not all time the yardstick."""
-        if ("slope", key) not in self._pooled:
-            timed = [k for k in self.combinations if self._yardstick_rates(k)[1]]
-            if key is None:
-                slope = self._pooled_slope(timed)
-            elif key in timed:
-                slope = stored.combination_slope(self._pooled_slope([k for k in timed if k != key]),
-                                                 stored.levels(self.sessions(key)), self._yardstick_rates(key)[1],
-                                                 self.occasions(key))
-            else:
-                slope = self.slope()
-            self._pooled[("slope", key)] = slope
-        return self._pooled[("slope", key)]
+        return self._cached(("slope", key), lambda: self._slope(key))
 
-    def _pooled_slope(self, keys: Sequence[str]) -> stored.Slope:
-        return stored.pooled_slope([stored.levels(self.sessions(k)) for k in keys],
-                                   [self._yardstick_rates(k)[1] for k in keys], [self.occasions(k) for k in keys])
+    def _slope(self, key: Optional[str]) -> stored.Slope:
+        total = self._cached("slope sums", lambda: sum(map(self._slope_sums, self.combinations), stored.SlopeSums()))
+        if key is None:
+            return stored.slope_of(total)
+        rates = self._yardstick_rates(key)[1]
+        if not rates:
+            return self.slope()
+        return stored.combination_slope(stored.slope_of(total - self._slope_sums(key)), self._levels(key), rates,
+                                        self.occasions(key))
+
+    def _slope_sums(self, key: str) -> stored.SlopeSums:
+        """What ``key``'s sessions add to the pooled slope (nothing unless they all timed the yardstick)."""
+        rates = self._yardstick_rates(key)[1]
+        return self._cached(("slope sums", key), lambda: stored.slope_sums(self._levels(key), rates,
+                                                                           self.occasions(key))
+                            if rates else stored.SlopeSums())
+
+    def _levels(self, key: str):
+        """The log median of each recorded session of ``key``, raw (``stored.levels``)."""
+        return self._cached(("levels", key), lambda: stored.levels(self.sessions(key)))
+
+    def _cached(self, name: object, compute: Callable[[], T]) -> T:
+        """``compute()``, once per ``name``: the file's figures do not change (see the class)."""
+        if name not in self._cache:
+            self._cache[name] = compute()
+        return self._cache[name]
 
     def fitted(self, key: str) -> float:
         """The degrees of freedom ``key``'s sessions spent on its own slope (0 where it is not on the yardstick)."""
@@ -131,7 +145,8 @@ class Baselines:
 
     def occasions(self, key: str) -> List[int]:
         """The occasion of each recorded session of ``key`` (``stored.occasions`` of their dates)."""
-        return stored.occasions([s.get("date") for s in self.combinations.get(key, {}).get("sessions", [])])
+        return list(self._cached(("occasions", key), lambda: stored.occasions(
+            [s.get("date") for s in self.combinations.get(key, {}).get("sessions", [])])))
 
     def on_new_occasion(self, key: str, now: Optional[datetime.datetime] = None) -> bool:
         """Whether a session of ``key`` at ``now`` (default: now) runs on another occasion than its newest one."""
@@ -146,19 +161,16 @@ class Baselines:
 
     def prior(self) -> Optional[stored.Noise]:
         """The spread between sessions of one occasion pooled over every combination, as the gate judges each."""
-        if "prior" not in self._pooled:
-            self._pooled["prior"] = stored.pooled_noise([self.judged_sessions(k)[0] for k in self.combinations],
-                                                        [self.occasions(k) for k in self.combinations],
-                                                        [self.fitted(k) for k in self.combinations])
-        return self._pooled["prior"]
+        keys = list(self.combinations)
+        return self._cached("prior", lambda: stored.pooled_noise(
+            [self.judged_sessions(k)[0] for k in keys], [self.occasions(k) for k in keys],
+            [self.fitted(k) for k in keys]))
 
     def drift(self) -> stored.Drift:
         """The spread of occasion offsets pooled over every combination (the assumed one until two occasions)."""
-        if "drift" not in self._pooled:
-            keys = list(self.combinations)
-            self._pooled["drift"] = stored.pooled_drift([self.judged_sessions(k)[0] for k in keys],
-                                                        [self.occasions(k) for k in keys], self.prior())
-        return self._pooled["drift"]
+        keys = list(self.combinations)
+        return self._cached("drift", lambda: stored.pooled_drift(
+            [self.judged_sessions(k)[0] for k in keys], [self.occasions(k) for k in keys], self.prior()))
 
     def next_session_mds(self, key: str, alpha: float, new_occasion: bool = True) -> Optional[float]:
         """The MDS of ``key``'s next session at ``alpha``, on a new occasion or within the hour of the newest one,

@@ -181,12 +181,50 @@ def on_yardstick(samples: Sequence[float], rate: float, reference: float, slope:
     return [x * (reference / rate) ** slope for x in samples]
 
 
+@dataclasses.dataclass(frozen=True)
+class SlopeSums:
+    """What a slope fit needs of some sessions: sums of squares and products of log session level and log
+    yardstick rate about their occasions' means, how many sessions, and in how many occasions of two or more.
+    Sums add, so a fit pooled over every combination but one is the total less that one (``Baselines.slope``)."""
+
+    sxx: float = 0.0
+    sxy: float = 0.0
+    syy: float = 0.0
+    n: int = 0
+    groups: int = 0
+
+    def __add__(self, other: "SlopeSums") -> "SlopeSums":
+        return SlopeSums(self.sxx + other.sxx, self.sxy + other.sxy, self.syy + other.syy, self.n + other.n,
+                         self.groups + other.groups)
+
+    def __sub__(self, other: "SlopeSums") -> "SlopeSums":
+        return SlopeSums(self.sxx - other.sxx, self.sxy - other.sxy, self.syy - other.syy, self.n - other.n,
+                         self.groups - other.groups)
+
+
+def slope_sums(levels_: Sequence[float], speeds: Sequence[float], occasion: Sequence[int]) -> SlopeSums:
+    """One combination's ``SlopeSums``: its log session levels (``levels``) and yardstick rates, centred within
+    each occasion that holds two or more sessions."""
+    y, z, g = np.asarray(levels_, float), np.log(np.asarray(speeds, float)), np.asarray(occasion)
+    out = SlopeSums()
+    for o in np.unique(g):
+        if np.sum(g == o) > 1:
+            x, w = z[g == o] - z[g == o].mean(), y[g == o] - y[g == o].mean()
+            out += SlopeSums(float(x @ x), float(x @ w), float(w @ w), len(x), 1)
+    return out
+
+
 def pooled_slope(every_levels: Iterable[Sequence[float]], every_speeds: Iterable[Sequence[float]],
                  every_occasion: Iterable[Sequence[int]]) -> Slope:
     """The slope of log session level (``levels`` of raw rounds) on log yardstick rate within each combination's
     occasions, pooled over combinations and combined with the ``ASSUMED_SLOPE`` prior by precision; the prior
     alone where no occasion holds two sessions at different rates."""
-    fit = _fit_slope(every_levels, every_speeds, every_occasion, ASSUMED_SLOPE, ASSUMED_SLOPE_SD ** 2)
+    return slope_of(sum(map(slope_sums, every_levels, every_speeds, every_occasion), SlopeSums()))
+
+
+def slope_of(sums: SlopeSums) -> Slope:
+    """``pooled_slope`` of sessions summed in ``sums``."""
+    fit = _fit_slope(sums, ASSUMED_SLOPE, ASSUMED_SLOPE_SD ** 2)
     if fit is None:
         return ASSUMED
     beta, var, n, _ = fit
@@ -198,37 +236,26 @@ def combination_slope(pooled: Slope, levels_: Sequence[float], speeds: Sequence[
     """One combination's slope: its own sessions' fit within its occasions combined by precision with
     ``pooled`` (whose variance is the spread of one combination's slope about it); ``pooled`` itself where its
     occasions hold no two sessions at different rates. ``fitted`` is the weight of its own fit."""
-    fit = _fit_slope([levels_], [speeds], [occasion], pooled.beta, pooled.var)
+    fit = _fit_slope(slope_sums(levels_, speeds, occasion), pooled.beta, pooled.var)
     if fit is None:
         return pooled
     beta, var, n, weight = fit
     return Slope(beta, var, n, weight)
 
 
-def _fit_slope(every_levels: Iterable[Sequence[float]], every_speeds: Iterable[Sequence[float]],
-               every_occasion: Iterable[Sequence[int]], prior_beta: float,
-               prior_var: float) -> Optional[Tuple[float, float, int, float]]:
+def _fit_slope(sums: SlopeSums, prior_beta: float, prior_var: float) -> Optional[Tuple[float, float, int, float]]:
     """The least-squares slope of level on log speed about each occasion's means, its residual variance
     moderated towards ``RESIDUAL_SD``, combined with a normal prior: (slope clipped to 0-1.5, its variance, the
     sessions it rests on, the weight of the data in it); None without an occasion of two sessions apart."""
-    xs, ys, groups = [], [], 0
-    for y, z, occasion in zip(every_levels, every_speeds, every_occasion):
-        y, z, g = np.asarray(y, float), np.log(np.asarray(z, float)), np.asarray(occasion)
-        for o in np.unique(g):
-            if np.sum(g == o) > 1:
-                xs.append(z[g == o] - z[g == o].mean())
-                ys.append(y[g == o] - y[g == o].mean())
-                groups += 1
-    x, y = (np.concatenate(xs), np.concatenate(ys)) if xs else (np.zeros(0), np.zeros(0))
-    sxx, df = float(x @ x), len(x) - groups - 1
-    if sxx <= 0 or df <= 0:
+    df = sums.n - sums.groups - 1
+    if sums.sxx <= 0 or df <= 0:
         return None
-    own = float(x @ y) / sxx
-    residual = (PRIOR_DF * RESIDUAL_SD ** 2 + float(np.sum((y - own * x) ** 2))) / (PRIOR_DF + df)
-    own_var = residual / sxx
+    own = sums.sxy / sums.sxx
+    residual = (PRIOR_DF * RESIDUAL_SD ** 2 + max(0.0, sums.syy - own * sums.sxy)) / (PRIOR_DF + df)
+    own_var = residual / sums.sxx
     var = 1 / (1 / prior_var + 1 / own_var)
     beta = var * (prior_beta / prior_var + own / own_var)
-    return float(np.clip(beta, 0.0, 1.5)), var, len(x), var / own_var
+    return float(np.clip(beta, 0.0, 1.5)), var, sums.n, var / own_var
 
 
 def levels(sessions: Sessions) -> np.ndarray:
