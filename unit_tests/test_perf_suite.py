@@ -8,6 +8,7 @@ import pytest
 from hpcnn.perf import baselines, gate, paired, quality, sequential, stored, yardstick
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
+from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
 
 CPU = {"cpu_model": "AMD EPYC", "cpu_isa": "avx2", "onednn": True, "cpu_cores": 2, "gpu_models": [],
        "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None, "cudnn": None}
@@ -197,12 +198,9 @@ def test_smoke_matrix_covers_every_mode_and_skips_what_the_cpu_cannot_run():
         build_matrix("medium")
 
 
-SHIPPED = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines")
-
-
-@pytest.mark.parametrize("name", sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json")))
+@pytest.mark.parametrize("name", SHIPPED_BASELINES_FILES)
 def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
-    loaded = baselines.load(os.path.join(SHIPPED, name))
+    loaded = baselines.load(os.path.join(SHIPPED_BASELINES, name))
     assert profile_id(loaded.profile) + ".json" == name
     smoke = {c.key for c in build_matrix("smoke")}
     for key, rec in loaded.combinations.items():
@@ -210,7 +208,7 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
         assert rec["mds"] > 0 and rec["alpha"] == pytest.approx(0.01 / len(loaded.combinations))
 
 
-QUALITY = os.path.join(SHIPPED, "quality")
+QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
 
 
 @pytest.mark.parametrize("name", sorted(f for f in os.listdir(QUALITY) if f.endswith(".paired.json")))
@@ -234,7 +232,7 @@ def _perf_conftest():
     import importlib.util
     import sys
 
-    path = os.path.join(os.path.dirname(SHIPPED), "perf_tests", "conftest.py")
+    path = os.path.join(os.path.dirname(SHIPPED_BASELINES), "perf_tests", "conftest.py")
     spec = importlib.util.spec_from_file_location("hpcnn_perf_conftest", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # its dataclasses resolve their annotations through it

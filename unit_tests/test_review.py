@@ -9,6 +9,7 @@ import pytest
 
 from hpcnn.perf import baselines, review
 from hpcnn.perf.baselines import Baselines
+from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 with open(os.path.join(DATA, "zen4_sessions.json")) as f:
@@ -93,16 +94,12 @@ def test_review_of_a_file_without_sessions_on_the_yardstick_reads_raw():
     assert all(r.slope is None and r.mds_new_occasion > r.mds_within_hour for r in review.rows(b))
 
 
-SHIPPED = os.path.join(os.path.dirname(DATA), os.pardir, "baselines")
-SHIPPED_FILES = sorted(f for f in os.listdir(SHIPPED) if f.endswith(".json"))
-
-
-@pytest.mark.parametrize("name", SHIPPED_FILES)
+@pytest.mark.parametrize("name", SHIPPED_BASELINES_FILES)
 def test_no_recorded_session_of_a_shipped_file_fails_against_its_other_occasions(name):
     """The backtest on each committed file: every session of unchanged code, judged as a CI session on a new
     occasion against the file without its occasion, passes the gate. A drift estimate too small for the
     runner's spread between occasions fails here."""
-    b = baselines.load(os.path.join(SHIPPED, name))
+    b = baselines.load(os.path.join(SHIPPED_BASELINES, name))
     held = review.backtest(b)
     occasions = max(len(r.sessions) for r in review.rows(b))
     assert [h.occasion for h in held] == (list(range(occasions)) if occasions > 1 else [])
@@ -142,7 +139,7 @@ def test_the_backtest_judges_a_held_out_occasion_as_a_new_one_and_names_a_shifte
 def test_an_occasion_is_the_same_hour_for_a_combination_added_to_the_matrix_later():
     """The shipped Zen 4 file with one combination recorded only from the second occasion on: held out, the
     first occasion judges the six others, and the late one's sessions are judged with the hour they ran in."""
-    b = baselines.load(os.path.join(SHIPPED, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.json"))
+    b = baselines.load(os.path.join(SHIPPED_BASELINES, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.json"))
     late = "lenet-parameter_server-NHWC-1dev-fp32-b32"
     combos = {**b.combinations, late: {"sessions": b.combinations[late]["sessions"][5:]}}  # not at 12:48-12:57
     assert Baselines(b.profile, combos).occasions(late)[0] == 0  # its own first occasion is the file's second
