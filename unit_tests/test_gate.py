@@ -130,10 +130,11 @@ ZEN4_PAIRED = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", 
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
-    """In runs 1, 3 and 9 of the Zen 4 paired record, alexnet bf16's planted 5% stayed "noise" after 20 pairs
+    """In runs 1, 3, 9 and 10 of the Zen 4 paired record, alexnet bf16's planted 5% stayed "noise" after 20 pairs
     at its Bonferroni share of the level (in runs 1 and 3 p 0.0014 and 0.0027 against 0.0014 / 2 at the last
-    look), while the other six combinations failed. Holm's step-down then tests it at the full 0.01 and catches
-    it. Among its run's unchanged comparisons, where nothing else failed, the same pairs still pass."""
+    look), while the other combinations failed (in run 10 all but trivial-replicated, which Holm's 0.01/2 caught
+    first). Holm's step-down then tests it at the full 0.01 and catches it. Among its run's unchanged
+    comparisons, where nothing else failed, the same pairs still pass."""
     with open(ZEN4_PAIRED) as f:
         record = json.load(f)
     schedule, threshold, combos = sequential.Schedule(**record["schedule"]), record["threshold"], record["combinations"]
@@ -146,8 +147,8 @@ def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_
                 assert (sequential.family_p(x["a"], x["b"], schedule) < each) == v.failed
     key = next(k for k in combos if "bf16" in k)
     missed = [r for r, x in enumerate(combos[key]["0.05"]) if x["verdict"] != gate.REGRESSION]
-    assert missed == [0, 2, 5, 8]
-    rescued = [0, 2, 8]  # in run 6 alexnet fp32 and tiny_resnet missed too: with three left, Holm fell short
+    assert missed == [0, 2, 5, 8, 9]
+    rescued = [0, 2, 8, 9]  # in run 6 alexnet fp32 and tiny_resnet missed too: with three left, Holm fell short
     for r in range(len(combos[key]["0.0"])):
         planted = {k: (c["0.05"][r]["a"], c["0.05"][r]["b"]) for k, c in combos.items()}
         holm = sequential.family_verdicts(planted, schedule, threshold, record["alpha"])
