@@ -40,6 +40,10 @@ def pytest_addoption(parser):
     g.addoption("--perf-rounds", type=int, default=6, help="timed rounds per combination")
     g.addoption("--perf-report", default=None, metavar="FILE.md",
                 help="write the gate's verdicts as Markdown for a merge-request comment")
+    g.addoption("--confirm-pause", type=float, default=60.0, metavar="SECONDS",
+                help="stored mode: a combination that fails is measured again this long after its first "
+                     "measurement, and fails only if that confirms it (a slow spell of a shared runner passes)")
+    g.addoption("--no-confirm", action="store_true", help="fail on the first measurement, without re-measuring")
     g.addoption("--plant-slowdown", type=float, default=0.0,
                 help="test-only: add real work worth this fraction of each step")
 

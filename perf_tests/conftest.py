@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import os
-from typing import Callable, Dict, List, Optional
+import time
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 
@@ -16,6 +18,22 @@ from hpcnn.perf.profile import detect, differences, profile_id
 from hpcnn.perf.report import Row, format_markdown, format_table, investigate_commands
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+Remeasure = Callable[[], Tuple[Sequence[float], Sequence[float]]]  # a fresh measurement: (rounds, yardstick rates)
+
+
+@dataclasses.dataclass
+class Held:
+    """A judged combination as the session's end needs it: its first verdict, at its Bonferroni share; how to
+    judge the same rounds at another level; its benchmark's extra_info; how to measure it again; and when the
+    first measurement ended (``time.monotonic``)."""
+
+    verdict: gate.Verdict
+    rejudge: Callable[[float], gate.Verdict]
+    extra_info: dict
+    remeasure: Optional[Remeasure] = None
+    measured: float = dataclasses.field(default_factory=time.monotonic)
 
 
 @dataclasses.dataclass
@@ -33,27 +51,70 @@ class PerfSession:
     commit: Optional[str] = None  # the checkout's commit (read once): recorded with a session, named on failures
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
-    # per judged combination: its verdict, how to judge it again at another level, its benchmark's extra_info
-    held: Dict[str, tuple] = dataclasses.field(default_factory=dict)
-    by_step_down: Dict[str, gate.Verdict] = dataclasses.field(default_factory=dict)  # failed by Holm's step-down
+    # seconds between a failing measurement and its confirming re-measurement; None: failures stand unconfirmed
+    confirm_pause: Optional[float] = 60.0
+    held: Dict[str, Held] = dataclasses.field(default_factory=dict)
+    failed_at_end: Dict[str, gate.Verdict] = dataclasses.field(default_factory=dict)  # ``finish``
     saved: Optional[baselines_lib.Baselines] = None  # the file as --update-baselines wrote it
 
-    def hold(self, key: str, verdict: gate.Verdict, rejudge: Callable[[float], gate.Verdict], extra_info: dict):
-        """Keeps a judged combination for Holm's step-down at the end of the session (``step_down``)."""
-        self.held[key] = (verdict, rejudge, extra_info)
+    def hold(self, key: str, verdict: gate.Verdict, rejudge: Callable[[float], gate.Verdict], extra_info: dict,
+             remeasure: Optional[Remeasure] = None):
+        """Keeps a judged combination (its first verdict) for the session's end (``finish``)."""
+        self.held[key] = Held(verdict, rejudge, extra_info, remeasure)
+
+    def confirm(self, key: str, verdict: gate.Verdict) -> gate.Verdict:
+        """A failure of ``key`` once re-measured (``gate.confirm``): after ``confirm_pause`` seconds counted from
+        its first measurement, its rounds and yardstick rates are measured again, judged against the same
+        baselines at ``gate.CONFIRM_ALPHA``, and kept in its benchmark's extra_info beside the verdict. The
+        failure unchanged where confirmation is off or nothing can re-measure it, and where the re-measurement
+        itself fails (its error in the note: a failure is not cleared by what did not run)."""
+        held = self.held[key]
+        if self.confirm_pause is None or held.remeasure is None:
+            return verdict
+        time.sleep(max(0.0, held.measured + self.confirm_pause - time.monotonic()))
+        pause = time.monotonic() - held.measured
+        now = datetime.datetime.now(datetime.timezone.utc)
+        try:
+            samples, rates = held.remeasure()
+        except Exception as e:  # a model that no longer builds or fits: the first measurement stands
+            error = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+            out = dataclasses.replace(verdict, note="; ".join(
+                x for x in (verdict.note, f"could not re-measure ({error}): it stands unconfirmed") if x))
+            held.extra_info.update(confirm_error=error)
+        else:
+            again = self.baselines.judge(key, samples, rates, gate.CONFIRM_ALPHA, now)
+            out = gate.confirm(verdict, again, pause)
+            held.extra_info.update(verdict=out.verdict, confirm_images_per_sec_rounds=samples,
+                                   confirm_yardstick_rates=rates, confirm_time=now.timestamp(),
+                                   confirm_pause_s=pause, confirm_verdict=again.verdict, confirm_ratio=again.ratio,
+                                   confirm_p_slower=again.p_slower, confirm_alpha=again.alpha)
+        self.rows = [(k, out if k == key else v, note) for k, v, note in self.rows]
+        return out
 
     def step_down(self) -> Dict[str, gate.Verdict]:
-        """Holm's step-down over every combination judged: each test failed as it ran at its Bonferroni share
-        of the level; those Holm rejects at a larger level once others failed are judged again, and a failure so
-        found replaces the row's verdict and its benchmark's. Returns those failures."""
-        verdicts = {k: v for k, (v, _, _) in self.held.items()}
+        """Holm's step-down over every combination judged, on their first measurements: each was judged as it
+        ran at its Bonferroni share of the level; those Holm rejects at a larger level once others failed are
+        judged again, and a failure so found replaces the row's verdict and its benchmark's. Returns those."""
+        verdicts = {k: h.verdict for k, h in self.held.items()}
         after = gate.family(verdicts, {k: v.p_slower for k, v in verdicts.items()},
-                            lambda k, level: self.held[k][1](level), gate.DEFAULT_ALPHA)
-        self.by_step_down = {k: after[k] for k in verdicts if after[k] is not verdicts[k]}
-        for k, v in self.by_step_down.items():
-            self.held[k][2].update(verdict=v.verdict, alpha=v.alpha)
-        self.rows = [(key, self.by_step_down.get(key, v), note) for key, v, note in self.rows]
-        return self.by_step_down
+                            lambda k, level: self.held[k].rejudge(level), gate.DEFAULT_ALPHA)
+        found = {k: after[k] for k in verdicts if after[k] is not verdicts[k]}
+        for k, v in found.items():
+            self.held[k].extra_info.update(verdict=v.verdict, alpha=v.alpha)
+        self.rows = [(key, found.get(key, v), note) for key, v, note in self.rows]
+        return found
+
+    def finish(self) -> Dict[str, gate.Verdict]:
+        """The session's decision once every combination is judged: Holm's step-down (``step_down``), then, with
+        confirmation on, every failure re-measured in the order measured (``confirm``), so that one pause serves
+        them all. Returns the failures the tests did not report themselves (``failed_at_end``): with
+        confirmation on, every confirmed one (no test fails on its first measurement); off, those Holm found."""
+        found = self.step_down()
+        if self.confirm_pause is not None:
+            first = {k: v for k, v, _ in self.rows if v is not None and v.failed}
+            found = {k: v for k, v in ((k, self.confirm(k, v)) for k, v in first.items()) if v.failed}
+        self.failed_at_end = found
+        return found
 
     def failure_lines(self, key: str, verdict: gate.Verdict, matrix: str) -> List[str]:
         """A regression's message: the verdict, then the bisect and explain commands, indented."""
@@ -89,6 +150,9 @@ def pytest_sessionstart(session):
     if rounds < min_rounds():
         raise pytest.UsageError(f"--perf-rounds={rounds} is too few for the gate to detect anything; "
                                 f"allowed: {min_rounds()} or more")
+    pause = config.getoption("--confirm-pause")
+    if not pause >= 0:
+        raise pytest.UsageError(f"--confirm-pause={pause:g} is not a pause; allowed: 0 or more seconds")
     if config.getoption("--baseline-sessions") < 1:
         raise pytest.UsageError(f"--baseline-sessions={config.getoption('--baseline-sessions')} must be at least 1")
     profile = detect()
@@ -110,7 +174,8 @@ def pytest_sessionstart(session):
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
     update = config.getoption("--update-baselines")
     config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
-                                     commit=baselines_lib.current_commit())
+                                     commit=baselines_lib.current_commit(),
+                                     confirm_pause=None if config.getoption("--no-confirm") else pause)
 
 
 def pytest_collection_finish(session):
@@ -138,12 +203,13 @@ def yardstick():
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtestloop(session):
-    """Once every test has run: Holm's step-down over the combinations judged. Here, not at the session's end,
-    because pytest-benchmark writes --benchmark-json as the session finishes, and it must carry the verdicts."""
+    """Once every test has run: Holm's step-down over the combinations judged, and each failure confirmed
+    (``PerfSession.finish``). Here, not at the session's end, because pytest-benchmark writes --benchmark-json as
+    the session finishes, and it must carry the verdicts."""
     yield
     state = getattr(session.config, "_hpcnn_perf", None)
     if state and not state.update and state.held:
-        state.step_down()
+        state.finish()
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -151,7 +217,7 @@ def pytest_sessionfinish(session, exitstatus):
     if state and state.update and state.recorded:
         state.saved = baselines_lib.save(state.path, state.profile, state.recorded,
                                          keep=session.config.getoption("--baseline-sessions"))
-    if state and state.by_step_down:  # failures the tests could not report: they had passed as they ran
+    if state and state.failed_at_end:  # failures the tests could not report: they had passed as they ran
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -165,10 +231,13 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         if state.saved is not None:  # would the file's own unchanged sessions pass, each on a new occasion?
             terminalreporter.write_line(review.backtest_line(review.backtest(state.saved)))
     title = (f"hpcnn perf gate, profile {state.profile_id}: {state.judged} combination(s) judged, each at "
-             f"alpha {state.alpha:.2g}, then Holm's step-down (family-wise {gate.DEFAULT_ALPHA:g})")
+             f"alpha {state.alpha:.2g}, then Holm's step-down (family-wise {gate.DEFAULT_ALPHA:g})"
+             + ("" if state.confirm_pause is None else
+                f"; a failure stands only if re-measured {state.confirm_pause:g} s later it fails again at alpha "
+                f"{gate.CONFIRM_ALPHA:g}"))
     for line in format_table(state.rows, title):
         terminalreporter.write_line(line)
-    for key, v in state.by_step_down.items():
+    for key, v in state.failed_at_end.items():
         first, *rest = state.failure_lines(key, v, config.getoption("--perf-matrix"))
         terminalreporter.write_line(first, red=True)
         for line in rest:

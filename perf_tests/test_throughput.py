@@ -17,18 +17,17 @@ from hpcnn.stats import throughput
 pytestmark = pytest.mark.perf
 
 
-def test_throughput(benchmark, combo, perf_session, yardstick, request):
-    s = perf_session
-    reason = s.skip_reason(combo)
-    if reason:
-        pytest.skip(reason)
-    plant = request.config.getoption("--plant-slowdown")
+def measure(combo, device, rounds, yardstick, plant=0.0, pedantic=None):
+    """One measurement of ``combo``: a fresh benchmark (with ``plant`` of planted work), warmed up, then
+    ``rounds`` timed rounds, each just after a timing of the yardstick (the machine's speed at that moment).
+    Returns (images/sec per round, yardstick rate per round, the benchmark). ``pedantic``: pytest-benchmark's,
+    to time the rounds as its own; None times them here (a confirming re-measurement)."""
     planted = None
     if plant:
         from hpcnn.perf.slowdown import PlantedSlowdown
 
         planted = PlantedSlowdown()
-    bench = Benchmark(combo.config(s.device), step_hook=planted.hook if planted else None)
+    bench = Benchmark(combo.config(device), step_hook=planted.hook if planted else None)
     bench.run_steps(warmup_steps_for(combo))  # untimed: tracing and first-step costs
     if planted:
         planted.calibrate(plant, lambda n: bench.run_steps(n)[0])
@@ -42,8 +41,22 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     def time_the_yardstick():  # just before each round, outside its timing: the machine's speed at that moment
         rates.append(yardstick.rate())
 
-    benchmark.pedantic(one_round, setup=time_the_yardstick, rounds=request.config.getoption("--perf-rounds"),
-                       iterations=1)
+    if pedantic is not None:
+        pedantic(one_round, setup=time_the_yardstick, rounds=rounds, iterations=1)
+    else:
+        for _ in range(rounds):
+            time_the_yardstick()
+            one_round()
+    return samples, rates, bench
+
+
+def test_throughput(benchmark, combo, perf_session, yardstick, request):
+    s = perf_session
+    reason = s.skip_reason(combo)
+    if reason:
+        pytest.skip(reason)
+    rounds, plant = request.config.getoption("--perf-rounds"), request.config.getoption("--plant-slowdown")
+    samples, rates, bench = measure(combo, s.device, rounds, yardstick, plant, benchmark.pedantic)
     benchmark.extra_info.update(combination=combo.key, images_per_sec_rounds=samples,
                                 yardstick_rates=rates, yardstick_version=YARDSTICK_VERSION,
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
@@ -63,6 +76,7 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
                                 runner_speed=runner and runner.speed)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
-    s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now), benchmark.extra_info)
-    if v.failed:
+    s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now), benchmark.extra_info,
+           lambda: measure(combo, s.device, rounds, yardstick, plant)[:2])
+    if v.failed and s.confirm_pause is None:  # else the session's end re-measures it, and fails it if confirmed
         pytest.fail("\n".join(s.failure_lines(combo.key, v, request.config.getoption("--perf-matrix"))), pytrace=False)

@@ -46,9 +46,16 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
     assert len(rates) == 5 and min(rates) > 0 and bench["extra_info"]["yardstick_version"] == 1
     assert saved["sessions"][-1]["yardstick"] == {"version": 1, "rate": statistics.median(rates)}
 
-    slowed = _pytest_perf(tmp_path, f"--plant-slowdown={PLANT}")
+    slowed = _pytest_perf(tmp_path, f"--plant-slowdown={PLANT}", "--confirm-pause=2")
     assert slowed.returncode == 1, slowed.stdout[-3000:]
     assert "throughput regression" in slowed.stdout and "REGRESSION" in slowed.stdout
+    # the failure stood only once a second measurement, built afresh two seconds later, was slower too
+    info = json.loads((tmp_path / "bench.json").read_text())["benchmarks"][0]["extra_info"]
+    assert info["verdict"] == info["confirm_verdict"] == "REGRESSION" and info["confirm_pause_s"] >= 2
+    assert len(info["confirm_images_per_sec_rounds"]) == len(info["confirm_yardstick_rates"]) == 5
+    assert info["confirm_images_per_sec_rounds"] != info["images_per_sec_rounds"]
+    assert info["confirm_ratio"] < 0.6 and info["confirm_alpha"] == 0.01
+    assert "confirmed: re-measured 2 s later: ratio " in slowed.stdout
     row = next(line for line in slowed.stdout.splitlines() if line.startswith(COMBO + " "))  # the table row
     ratio = float(row.split()[3])
     assert ratio < 0.6  # about 1/3: the planted work is real
@@ -67,7 +74,7 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
     recorded = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]["sessions"][0]
     saved, lines = [], []
     record = quality.stored_quality(REPO, str(tmp_path), "e2e-test", 2, [float(PLANT)],
-                                    ["-k", COMBO, "--perf-rounds=5"], log=lines.append,
+                                    ["-k", COMBO, "--perf-rounds=5", "--confirm-pause=0"], log=lines.append,
                                     save=lambda r: saved.append(json.loads(json.dumps(r))))
     assert [r["summary"]["0.0"]["sessions"] for r in saved] == [1, 2]  # a cut after round 1 keeps round 1
     planted = record["summary"][PLANT]
@@ -76,7 +83,7 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
     # the record holds the file it was judged against, so this gate judges its sessions again as they ran
     assert record["baselines"]["combinations"][COMBO]["sessions"][0]["samples"] == recorded["samples"]
     again = quality.judge_again(record)
-    assert [[holm[COMBO].verdict for _, holm in again[level]] for level in ("0.0", PLANT)] == [
+    assert [[judged.final[COMBO].verdict for judged in again[level]] for level in ("0.0", PLANT)] == [
         [s["combinations"][COMBO]["verdict"] for s in record["sessions"][level]] for level in ("0.0", PLANT)]
     for session in record["sessions"][PLANT] + record["sessions"]["0.0"]:
         v = session["combinations"][COMBO]
@@ -88,6 +95,11 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
         assert v["ratio"] == pytest.approx(statistics.median(rounds) / recorded["median"] * (
             recorded["yardstick"]["rate"] / statistics.median(rates)) ** stored.ASSUMED_SLOPE)
     assert all(v["combinations"][COMBO]["ratio"] < 0.6 for v in record["sessions"][PLANT])
+    for session, judged in zip(record["sessions"][PLANT], again[PLANT]):  # each failure re-measured, and kept
+        v = session["combinations"][COMBO]
+        assert v["confirm_verdict"] == "REGRESSION" and len(v["confirm_images_per_sec_rounds"]) == 5
+        assert judged.final[COMBO].ratio == pytest.approx(v["ratio"]) and "confirmed" in judged.final[COMBO].note
+    assert planted["failed_first"] == 2
     assert len(lines) == 4 and "runner at " in lines[0]
 
 
@@ -174,6 +186,14 @@ def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_i
     assert p.returncode == 4, p.stdout[-2000:] + p.stderr[-2000:]
     assert (f"baselines file {tmp_path / 'forced.json'} was recorded on profile {profile_id(other)}, "
             f"but this machine is {profile_id(here)} (cpu_isa: recorded") in p.stderr
+
+
+def test_a_negative_confirm_pause_is_refused_before_anything_runs(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
+                        f"--baselines-dir={tmp_path}", "--confirm-pause=-5", "-k", COMBO],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4 and "Traceback" not in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "--confirm-pause=-5 is not a pause; allowed: 0 or more seconds" in p.stderr
 
 
 @pytest.mark.slow

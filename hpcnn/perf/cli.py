@@ -380,8 +380,11 @@ def cmd_gate_quality(args):
         except baselines.BaselineError as e:
             _usage(str(e))
         for s, summary in record["summary"].items():
-            print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed")
-        print("\n".join(["", "per combination (after Holm's step-down):", *quality.stored_table(record["summary"])]))
+            first = summary["failed_first"]
+            print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed"
+                  + (f" ({first} before confirmation)" if first != summary["failed"] else ""))
+        print("\n".join(["", "per combination (after Holm's step-down and confirmation):",
+                          *quality.stored_table(record["summary"])]))
     else:
         record = _simulate(args, quality)
     if args.json:

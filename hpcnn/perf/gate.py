@@ -18,6 +18,14 @@ level, and more power where a change slows many combinations at once, as a real
 regression often does. An unchanged matrix fails exactly as often as under
 Bonferroni (Holm adds failures only once one combination has failed).
 
+``In stored mode a failure must also survive a confirming re-measurement
+(``confirm``): the combination is measured again after a pause and judged at
+``CONFIRM_ALPHA``; only a drop that both measurements show fails. A confirmation
+can clear a failure but never add one, so the family-wise level holds whatever
+the confirmation's own level; what it clears is a slow spell of a shared runner
+that the yardstick does not correct for (minutes long, and far deeper for some
+workloads than for the yardstick).
+
 ``judge_rounds`` (Mann-Whitney on two sets of rounds) remains for a baseline of a
 single recorded session, which cannot tell session drift from a regression; it
 then fails only beyond ``WIDE_BOUND``.
@@ -40,7 +48,12 @@ POWER = 0.8  # the MDS is the drop caught with this probability
 WIDE_BOUND = 0.35  # the session-to-session drift seen on shared runners: all one session can rule out
 BOOTSTRAP_RESAMPLES = 4000
 
+# A confirmation is judged at the family-wise level itself, not a Bonferroni share: it can only clear failures,
+# so its level sets how surely a real drop that failed once fails again, not how often unchanged code fails
+CONFIRM_ALPHA = DEFAULT_ALPHA
+
 REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "REGRESSION", "improvement", "unchanged", "noise"
+UNCONFIRMED = "unconfirmed"  # slower at first, not on the confirming re-measurement: passes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,6 +145,20 @@ def family(verdicts: Mapping[str, Verdict], p_values: Mapping[str, float], rejud
                    f"combination(s) with smaller p-values were rejected first")
             out[key] = dataclasses.replace(again, mds=v.mds, note="; ".join(x for x in (again.note, how) if x))
     return out
+
+
+def confirm(first: Verdict, again: Verdict, pause_s: float) -> Verdict:
+    """A failure (``first``) after its confirming re-measurement (``again``, judged at ``CONFIRM_ALPHA``
+    ``pause_s`` seconds after the first measurement ended): still REGRESSION if ``again`` failed too, else
+    UNCONFIRMED. Either keeps the first measurement's figures and names the second's in its note."""
+    if not first.failed:
+        raise ValueError(f"confirm() confirms a failure, not a verdict of {first.verdict!r}")
+    seen = (f"re-measured {pause_s:.0f} s later: ratio {again.ratio:.3f}, p(slower)={again.p_slower:.2g} at alpha "
+            f"{again.alpha:.2g}")
+    if again.failed:
+        return dataclasses.replace(first, note="; ".join(x for x in (first.note, f"confirmed: {seen}") if x))
+    cleared = f"not confirmed: {seen} ({again.verdict}); a slow spell of the runner, not a lasting drop"
+    return dataclasses.replace(first, verdict=UNCONFIRMED, note="; ".join(x for x in (first.note, cleared) if x))
 
 
 def classify(ratio: float, p_slower: float, p_faster: float, threshold: float, alpha: float) -> str:

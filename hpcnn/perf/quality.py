@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
@@ -241,29 +241,36 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
 # per combination of a session: the verdict, and the raw rounds and yardstick rates it came from, so that the
 # same real sessions can judge another gate design offline
 _KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images_per_sec_rounds", "yardstick_rates",
-         "yardstick_version")
+         "yardstick_version", "confirm_images_per_sec_rounds", "confirm_yardstick_rates", "confirm_time",
+         "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha")
 
 
 def summarize_stored(record: dict) -> dict:
     """Per level of a stored record: sessions, sessions that failed, and per combination the sessions it failed
-    (as judged: after Holm's step-down), those it failed at its own Bonferroni level, the range of its ratios
-    and its median MDS."""
+    (as judged: after Holm's step-down and confirmation), those it failed at its own Bonferroni level, those it
+    failed before confirmation (``failed_first``: the same where nothing was re-measured), the range of its
+    ratios and its median MDS. Sessions that failed before confirmation: ``failed_first`` at the level."""
     out = {}
     for level, sessions in record["sessions"].items():
         per: Dict[str, dict] = {}
         for session in sessions:
             own = gate.combination_alpha(gate.DEFAULT_ALPHA, len(session["combinations"]))
             for key, v in session["combinations"].items():
-                x = per.setdefault(key, {"failed": 0, "failed_alone": 0, "ratios": [], "mds": []})
+                x = per.setdefault(key, {"failed": 0, "failed_alone": 0, "failed_first": 0, "ratios": [], "mds": []})
                 failed = v["verdict"] == gate.REGRESSION
                 x["failed"] += failed
+                x["failed_first"] += v["verdict"] in (gate.REGRESSION, gate.UNCONFIRMED)
                 # records from before Holm's step-down have no level: each failed at its own
                 x["failed_alone"] += failed and (v.get("alpha") is None or v["alpha"] <= own * (1 + 1e-9))
                 x["ratios"].append(v["ratio"])
                 if v.get("mds") is not None:
                     x["mds"].append(v["mds"])
+        first = sum(any(v["verdict"] in (gate.REGRESSION, gate.UNCONFIRMED) for v in session["combinations"].values())
+                    for session in sessions)
         out[level] = {"sessions": len(sessions), "failed": sum(session["failed"] for session in sessions),
+                      "failed_first": first,
                       "per_combination": {key: {"failed": x["failed"], "failed_alone": x["failed_alone"],
+                                                "failed_first": x["failed_first"],
                                                 "ratio_min": min(x["ratios"]), "ratio_max": max(x["ratios"]),
                                                 "median_mds": statistics.median(x["mds"]) if x["mds"] else None}
                                           for key, x in sorted(per.items())}}
@@ -273,7 +280,8 @@ def summarize_stored(record: dict) -> dict:
 def stored_table(summary: dict) -> List[str]:
     """A Markdown table of a stored record's summary: per combination and level, the sessions that failed
     (false failures unchanged, catches planted; with the count at the combination's own level where Holm's
-    step-down added some), the range of ratios and the median MDS."""
+    step-down added some, and before confirmation where it cleared some), the range of ratios and the median
+    MDS."""
     levels = sorted(summary, key=float)
     rows = []
     for name in summary[levels[0]]["per_combination"]:
@@ -285,6 +293,8 @@ def stored_table(summary: dict) -> List[str]:
                 continue
             what = "failed" if float(s) == 0 else "caught"
             what += f" ({x['failed_alone']} at its own level)" if x["failed_alone"] != x["failed"] else ""
+            first = x.get("failed_first", x["failed"])
+            what += f" ({first} before confirmation)" if first != x["failed"] else ""
             mds = "unknown" if x["median_mds"] is None else f"{x['median_mds']:.1%}"
             cells.append(f"{x['failed']}/{n} {what}, ratios {x['ratio_min']:.3f}-{x['ratio_max']:.3f}, MDS {mds}")
         rows.append(cells)
@@ -294,12 +304,22 @@ def stored_table(summary: dict) -> List[str]:
 Verdicts = Dict[str, gate.Verdict]
 
 
-def judge_again(record: dict) -> Dict[str, List[Tuple[Verdicts, Verdicts]]]:
+class Judged(NamedTuple):
+    """One recorded session judged again: at each combination's Bonferroni level (``alone``), after Holm's
+    step-down (``holm``), and after the confirmations the session recorded (``final``)."""
+
+    alone: Verdicts
+    holm: Verdicts
+    final: Verdicts
+
+
+def judge_again(record: dict) -> Dict[str, List[Judged]]:
     """Every session of a stored record judged again from its rounds by this gate, against the baselines it was
-    judged against (the record's ``baselines``) and at the time it ran: {level: [(its verdicts at each
-    combination's Bonferroni level, the same after Holm's step-down), one per session]}."""
+    judged against (the record's ``baselines``) and at the time it ran: {level: [``Judged``, one per session]}.
+    A failure whose session re-measured it is confirmed or cleared by those rounds, judged at the time they ran;
+    one recorded without a re-measurement (confirmation off, or a record from before it) stands."""
     against = Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
-    out: Dict[str, List[Tuple[Verdicts, Verdicts]]] = {}
+    out: Dict[str, List[Judged]] = {}
     for level, sessions in record["sessions"].items():
         out[level] = []
         for session in sessions:
@@ -312,7 +332,16 @@ def judge_again(record: dict) -> Dict[str, List[Tuple[Verdicts, Verdicts]]]:
 
             own = gate.combination_alpha(gate.DEFAULT_ALPHA, len(rounds))
             alone = {key: judge(key, own) for key in rounds}
-            out[level].append((alone, gate.family(alone, {k: v.p_slower for k, v in alone.items()}, judge)))
+            holm = gate.family(alone, {k: v.p_slower for k, v in alone.items()}, judge)
+            final = dict(holm)
+            for key, v in holm.items():
+                x = rounds[key]
+                if v.failed and x.get("confirm_images_per_sec_rounds"):
+                    when = datetime.datetime.fromtimestamp(x["confirm_time"], datetime.timezone.utc)
+                    again = against.judge(key, x["confirm_images_per_sec_rounds"], x["confirm_yardstick_rates"],
+                                          gate.CONFIRM_ALPHA, now=when)
+                    final[key] = gate.confirm(v, again, x["confirm_pause_s"])
+            out[level].append(Judged(alone, holm, final))
     return out
 
 
