@@ -18,7 +18,7 @@ level, and more power where a change slows many combinations at once, as a real
 regression often does. An unchanged matrix fails exactly as often as under
 Bonferroni (Holm adds failures only once one combination has failed).
 
-``In stored mode a failure must also survive a confirming re-measurement
+In stored mode a failure must also survive a confirming re-measurement
 (``confirm``): the combination is measured again after a pause and judged at
 ``CONFIRM_ALPHA``; only a drop that both measurements show fails. A confirmation
 can clear a failure but never add one, so the family-wise level holds whatever
