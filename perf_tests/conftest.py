@@ -88,7 +88,7 @@ class PerfSession:
                                    confirm_yardstick_rates=rates, confirm_time=now.timestamp(),
                                    confirm_pause_s=pause, confirm_verdict=again.verdict, confirm_ratio=again.ratio,
                                    confirm_p_slower=again.p_slower, confirm_alpha=again.alpha)
-        self.rows = [(k, out if k == key else v, note) for k, v, note in self.rows]
+        self._show({key: out})
         return out
 
     def step_down(self) -> Dict[str, gate.Verdict]:
@@ -101,8 +101,12 @@ class PerfSession:
         found = {k: after[k] for k in verdicts if after[k] is not verdicts[k]}
         for k, v in found.items():
             self.held[k].extra_info.update(verdict=v.verdict, alpha=v.alpha)
-        self.rows = [(key, found.get(key, v), note) for key, v, note in self.rows]
+        self._show(found)
         return found
+
+    def _show(self, verdicts: Dict[str, gate.Verdict]):
+        """The end-of-session table's rows with these combinations' verdicts replaced."""
+        self.rows = [(key, verdicts.get(key, v), note) for key, v, note in self.rows]
 
     def finish(self) -> Dict[str, gate.Verdict]:
         """The session's decision once every combination is judged: Holm's step-down (``step_down``), then, with

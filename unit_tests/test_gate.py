@@ -24,8 +24,7 @@ from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf import gate, paired, quality, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination
-
-DATA = os.path.join(os.path.dirname(__file__), "data")
+from unit_tests.recorded import DATA, SLOW_SPELLS
 
 
 def _load(name):
@@ -746,7 +745,6 @@ def test_holm_step_down_on_recorded_stored_sessions_fails_no_unchanged_one_and_c
 
 
 # gate-quality --mode=stored on the Zen 4 runner, 07:57-09:07 on 2026-11-26, before failures were confirmed
-SLOW_SPELLS = os.path.join(DATA, "zen4_stored_slow_spells.json")
 
 
 def test_the_live_stored_record_of_slow_spells_is_what_this_gate_decides_and_where_it_failed():

@@ -10,6 +10,7 @@ from hpcnn.perf import baselines, gate, paired, quality, sequential, stored, yar
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
 from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
+from unit_tests.recorded import DATA, SLOW_SPELLS
 
 CPU = {"cpu_model": "AMD EPYC", "cpu_isa": "avx2", "onednn": True, "cpu_cores": 2, "gpu_models": [],
        "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None, "cudnn": None}
@@ -248,7 +249,7 @@ def test_a_perf_session_ends_with_holm_step_down_over_the_combinations_it_judged
     gate-quality read); the other rows stay as they were."""
     import datetime
 
-    with open(os.path.join(os.path.dirname(__file__), "data", "zen4_sessions.json")) as f:
+    with open(os.path.join(DATA, "zen4_sessions.json")) as f:
         zen4 = json.load(f)
     loaded = baselines.Baselines(zen4["profile"], zen4["recorded"])
     each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(loaded.combinations))
@@ -284,7 +285,6 @@ def test_a_perf_session_ends_with_holm_step_down_over_the_combinations_it_judged
 
 
 # gate-quality --mode=stored on the Zen 4 runner, 07:57-09:07 on 2026-11-26, before failures were confirmed
-SLOW_SPELLS = os.path.join(os.path.dirname(__file__), "data", "zen4_stored_slow_spells.json")
 
 
 def _finished_session(record, level, i, confirm_pause, broken=False):

@@ -10,8 +10,8 @@ import pytest
 from hpcnn.perf import baselines, review
 from hpcnn.perf.baselines import Baselines
 from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
+from unit_tests.recorded import DATA
 
-DATA = os.path.join(os.path.dirname(__file__), "data")
 with open(os.path.join(DATA, "zen4_sessions.json")) as f:
     ZEN4 = json.load(f)  # a Zen 4 runner's smoke file: 9 sessions per combination on two occasions
 

@@ -242,7 +242,7 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
 # same real sessions can judge another gate design offline
 _KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images_per_sec_rounds", "yardstick_rates",
          "yardstick_version", "confirm_images_per_sec_rounds", "confirm_yardstick_rates", "confirm_time",
-         "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha")
+         "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha", "confirm_error")
 
 
 def summarize_stored(record: dict) -> dict:
