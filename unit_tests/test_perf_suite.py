@@ -284,9 +284,6 @@ def test_a_perf_session_ends_with_holm_step_down_over_the_combinations_it_judged
     assert any(v.failed for k, v in before.items())
 
 
-# gate-quality --mode=stored on the Zen 4 runner, 07:57-09:07 on 2026-11-26, before failures were confirmed
-
-
 def _finished_session(record, level, i, confirm_pause, broken=False):
     """Session ``i`` at ``level`` of a recorded gate-quality --mode=stored run, held as test_throughput holds it
     and finished as the session's end does, where re-measuring a combination yields its rounds of the next
