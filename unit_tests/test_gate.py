@@ -957,6 +957,17 @@ def _judged_again_as_it_ran(path):
     return record
 
 
+def _recorded_days(record):
+    """The days on which the sessions of a live stored record's baselines file were recorded."""
+    return {s["date"][:10] for c in record["baselines"]["combinations"].values() for s in c["sessions"]}
+
+
+def _cleared_by_confirmation(record):
+    """(combination, as it ran) for every planted session's first catch that its re-measurement did not confirm."""
+    return [(k, v) for s in record["sessions"]["0.25"] for k, v in s["combinations"].items()
+            if v["verdict"] == gate.UNCONFIRMED]
+
+
 def test_the_shipped_live_stored_record_with_confirmation_is_what_this_gate_decides():
     """The Zen 4 record of gate-quality --mode=stored with failures confirmed (the suite's default: re-measured
     no sooner than 60 s after the first measurement, at each session's end), against the five-occasion file as
@@ -979,8 +990,7 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_two_
     once confirmation cleared a first catch (0.787, re-measured at 0.900, p 0.07); confirmation also cleared one
     of trivial-replicated's (re-measured at p 0.013 against 0.01)."""
     record = _judged_again_as_it_ran(XEON_STORED)
-    assert {s["date"][:10] for c in record["baselines"]["combinations"].values() for s in c["sessions"]} == {
-        "2026-11-24", "2026-11-26"}
+    assert _recorded_days(record) == {"2026-11-24", "2026-11-26"}
     summary = quality.summarize_stored(record)
     assert summary["0.0"]["failed"] == 0 and summary["0.0"]["failed_first"] == 0
     planted = summary["0.25"]["per_combination"]
@@ -988,8 +998,7 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_two_
     caught = {k: x["failed"] for k, x in planted.items()}
     assert sorted(caught.values()) == [18, 19, 19, 19, 20, 20, 20], caught
     assert caught["alexnet-parameter_server-NHWC-1dev-bf16-b16"] == 18
-    cleared = sorted(k for s in record["sessions"]["0.25"] for k, v in s["combinations"].items()
-                     if v["verdict"] == gate.UNCONFIRMED)
+    cleared = sorted(k for k, _ in _cleared_by_confirmation(record))
     assert cleared == ["alexnet-parameter_server-NHWC-1dev-bf16-b16", "trivial-replicated-NHWC-2dev-fp32-b32"]
     # every miss but those two is a session whose runner lay beyond the file's range, judged at the 35% bar
     missed = [v for s in record["sessions"]["0.25"] for v in s["combinations"].values() if v["verdict"] == gate.NOISE]
@@ -1005,8 +1014,7 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_one_
     Planted sessions are caught as often as an MDS above the plant allows: 3-18 of 20, never all."""
     record = _judged_again_as_it_ran(XEON_ONE_OCCASION)
     assert len(record["baselines"]["combinations"]) == 7
-    assert {s["date"][:10] for c in record["baselines"]["combinations"].values() for s in c["sessions"]} == {
-        "2026-11-24"}
+    assert _recorded_days(record) == {"2026-11-24"}
     summary = quality.summarize_stored(record)
     assert summary["0.0"]["failed"] == 0 and summary["0.0"]["failed_first"] == 0
     assert min(x["ratio_min"] for x in summary["0.0"]["per_combination"].values()) < 0.87
@@ -1014,7 +1022,6 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_one_
     assert all(0.25 < x["median_mds"] < 0.30 for x in planted.values()), planted
     assert all(3 <= x["failed"] <= 18 for x in planted.values()), planted
     assert summary["0.25"]["failed_first"] == summary["0.25"]["failed"] == 18
-    cleared = [(k, v) for s in record["sessions"]["0.25"] for k, v in s["combinations"].items()
-               if v["verdict"] == gate.UNCONFIRMED]
+    cleared = _cleared_by_confirmation(record)
     assert [k for k, _ in cleared] == ["alexnet-parameter_server-NHWC-1dev-bf16-b16"] * 2
     assert all(gate.CONFIRM_ALPHA < v["confirm_p_slower"] < 0.03 for _, v in cleared)
