@@ -962,10 +962,11 @@ def _recorded_days(record):
     return {s["date"][:10] for c in record["baselines"]["combinations"].values() for s in c["sessions"]}
 
 
-def _cleared_by_confirmation(record):
-    """(combination, as it ran) for every planted session's first catch that its re-measurement did not confirm."""
+def _planted_with(record, verdict):
+    """(combination, as it ran) for every comparison of a planted-25% session that ended with this verdict:
+    UNCONFIRMED for a first catch its re-measurement cleared, NOISE for a miss."""
     return [(k, v) for s in record["sessions"]["0.25"] for k, v in s["combinations"].items()
-            if v["verdict"] == gate.UNCONFIRMED]
+            if v["verdict"] == verdict]
 
 
 def test_the_shipped_live_stored_record_with_confirmation_is_what_this_gate_decides():
@@ -998,10 +999,10 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_two_
     caught = {k: x["failed"] for k, x in planted.items()}
     assert sorted(caught.values()) == [18, 19, 19, 19, 20, 20, 20], caught
     assert caught["alexnet-parameter_server-NHWC-1dev-bf16-b16"] == 18
-    cleared = sorted(k for k, _ in _cleared_by_confirmation(record))
+    cleared = sorted(k for k, _ in _planted_with(record, gate.UNCONFIRMED))
     assert cleared == ["alexnet-parameter_server-NHWC-1dev-bf16-b16", "trivial-replicated-NHWC-2dev-fp32-b32"]
     # every miss but those two is a session whose runner lay beyond the file's range, judged at the 35% bar
-    missed = [v for s in record["sessions"]["0.25"] for v in s["combinations"].values() if v["verdict"] == gate.NOISE]
+    missed = [v for _, v in _planted_with(record, gate.NOISE)]
     assert len(missed) == 3 and all(v["mds"] > 0.25 and v["runner_speed"] < 0.85 for v in missed)
 
 
@@ -1022,6 +1023,6 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_one_
     assert all(0.25 < x["median_mds"] < 0.30 for x in planted.values()), planted
     assert all(3 <= x["failed"] <= 18 for x in planted.values()), planted
     assert summary["0.25"]["failed_first"] == summary["0.25"]["failed"] == 18
-    cleared = _cleared_by_confirmation(record)
+    cleared = _planted_with(record, gate.UNCONFIRMED)
     assert [k for k, _ in cleared] == ["alexnet-parameter_server-NHWC-1dev-bf16-b16"] * 2
     assert all(gate.CONFIRM_ALPHA < v["confirm_p_slower"] < 0.03 for _, v in cleared)
