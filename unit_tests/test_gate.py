@@ -124,7 +124,8 @@ def test_clearly_equal_sides_stop_at_the_first_look():
     assert len(a) == 8 and v.verdict == gate.UNCHANGED and 0.98 < v.ci_low <= v.ci_high < 1.02
 
 
-ZEN4_PAIRED = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality",
+QUALITY_RECORDS = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality")
+ZEN4_PAIRED = os.path.join(QUALITY_RECORDS, "per-process-plants",
                            "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # runs of the smoke matrix
 
 
@@ -857,7 +858,11 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     with pytest.raises(ValueError, match="settle_chunks is None, this run's 1"):
         quality.check_resumable({**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4},
                                 "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
-    fresh = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
+    # settled, but each restarted process sized its own plant and reported the measurement that ended its search
+    settled = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
+    with pytest.raises(ValueError, match="plant is None, this run's \"one amount per side"):
+        quality.check_resumable(settled, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    fresh = {**settled, "plant": paired.PLANT}
     quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="restart_every is 4, this run's 2"):
         quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same, restart_every=2)
@@ -931,8 +936,8 @@ def test_simulated_paired_matrices_keep_each_process_pairs_offset():
         quality.simulate_paired({"x": []})
 
 
-ZEN4_STORED = os.path.join(os.path.dirname(ZEN4_PAIRED), "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.stored.json")
-XEON_STORED = os.path.join(os.path.dirname(ZEN4_PAIRED), "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.stored.json")
+ZEN4_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.stored.json")
+XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.stored.json")
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf
 
 

@@ -14,6 +14,8 @@ import sys
 
 import pytest
 
+from hpcnn.perf import paired
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMBO = "trivial-parameter_server-NHWC-1dev-fp32-b32"
 PLANT = "2.0"
@@ -164,6 +166,9 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_pl
         assert len(x["pids"]) == 8 and len(set(map(tuple, x["pids"]))) == 2
         assert x["pids"][3] == x["pids"][0] and set(x["pids"][4]).isdisjoint(x["pids"][3])
     assert [x["verdict"] for x in planted] == ["REGRESSION"] * 2 and all(x["ratio"] < 0.8 for x in planted)
+    # one code change: the restarted B plants the amount of work its first process sized, and measures it again
+    assert r["plant"] == paired.PLANT and [x["units"] for x in unchanged] == [[], []]
+    assert all(len(x["units"]) == 2 and x["units"][0] == x["units"][1] > 0 for x in planted)
     assert r["summary"]["flagged"]["0.5"] == 2 and "planted  50%: 2/2 runs caught" in p.stdout
     # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 2 blocks of 4 pairs
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",

@@ -211,19 +211,34 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
 
 
 QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
+EARLIER_PLANTS = os.path.join(QUALITY, "per-process-plants")  # records made before a side kept one plant
 
 
-@pytest.mark.parametrize("name", sorted(f for f in os.listdir(QUALITY) if f.endswith(".paired.json")))
-def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_their_profile(name):
-    """A record that the default ``gate-quality --mode=paired --resume`` would refuse (another design, schedule
-    or level) cannot collect the twenty runs it is kept for: the shipped records stay the default measurement."""
-    with open(os.path.join(QUALITY, name)) as f:
+def _paired_records():
+    return [os.path.join(folder, f) for folder in (QUALITY, EARLIER_PLANTS)
+            for f in sorted(os.listdir(folder)) if f.endswith(".paired.json")]
+
+
+@pytest.mark.parametrize("path", _paired_records(), ids=lambda p: os.path.relpath(p, QUALITY))
+def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_their_profile(path):
+    """A record in ``quality/`` that the default ``gate-quality --mode=paired --resume`` would refuse (another
+    design, schedule or level) cannot collect the twenty runs it is kept for: those stay the default measurement.
+    Those in ``quality/per-process-plants/`` sized each process's plant anew: resume refuses them, naming that."""
+    with open(path) as f:
         record = json.load(f)
-    assert record["profile_id"] + ".paired.json" == name
+    assert record["profile_id"] + ".paired.json" == os.path.basename(path)
     smoke = {c.key: c for c in build_matrix("smoke")}
     combos = [smoke[k] for k in record["combinations"]]
-    quality.check_resumable(record, record["profile_id"], combos, list(quality.PAIRED_SLOWDOWNS), sequential.Schedule(),
-                            gate.PAIRED_THRESHOLD, gate.DEFAULT_ALPHA, paired.RESTART_EVERY)
+    def resume(rec):
+        quality.check_resumable(rec, rec["profile_id"], combos, list(quality.PAIRED_SLOWDOWNS), sequential.Schedule(),
+                                gate.PAIRED_THRESHOLD, gate.DEFAULT_ALPHA, paired.RESTART_EVERY)
+
+    if os.path.dirname(path) == EARLIER_PLANTS:
+        with pytest.raises(ValueError, match="the record's plant is None"):
+            resume(record)
+        resume({**record, "plant": paired.PLANT})  # the plant's sizing is all that differs
+    else:
+        resume(record)
     assert record["combination_alpha"] == pytest.approx(gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos)))
     summary = quality.summarize_paired(record)
     assert summary == record["summary"] and summary["runs"] == sum(s["runs"] for s in record["sessions"])

@@ -58,10 +58,12 @@ class Side:
         combo.config(device, **self.overrides)  # a variant this hpcnn refuses fails here, not in the worker
         self._spec = {"config": {k: v for k, v in combo.config(device).to_dict().items() if k in _FIELDS},
                       "overrides": self.overrides, "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown,
+                      "plant_chunk": chunk_sizes(combo.steps_per_round, CHUNKS)[0],
                       "source": os.path.abspath(source_dir)}
         self._env = dict(os.environ, PYTHONPATH=os.path.abspath(source_dir), TF_CPP_MIN_LOG_LEVEL="2")
         self.pids: List[int] = []  # every process this side has run, the current one last
         self._planted: List[float] = []  # each process's measured planted slowdown
+        self.planted_units: List[int] = []  # each process's amount of planted work: the first one's, sized there
         self.losses: List[float] = []
         self._start()
 
@@ -72,6 +74,9 @@ class Side:
         self.pids.append(self.proc.pid)
         ready = self._read(READY_TIMEOUT_S)  # built and warmed up
         self._planted.append(ready.get("planted_fraction", 0.0))
+        if "planted_units" in ready:  # a restart plants the same work: one code change, not a fresh draw
+            self._spec["plant_units"] = ready["planted_units"]
+            self.planted_units.append(ready["planted_units"])
 
     @property
     def planted_fraction(self) -> float:
@@ -80,7 +85,8 @@ class Side:
 
     def restart(self) -> None:
         """Replaces the worker by a new process of the same side (the side's own overrides; a planted
-        slowdown is calibrated again in it): a fresh draw of what a rebuild leaves in place."""
+        slowdown of the same amount of work, its size measured again): a fresh draw of what a rebuild leaves
+        in place."""
         self.close()
         self._start()
 
@@ -156,6 +162,12 @@ CHUNKS = 10
 # step rounds, where one step is diluted, 1.4-2.3% against 1.0-2.9%. So before a fresh process pair's first
 # timed chunk, each side runs this many untimed chunks.
 SETTLE_CHUNKS = 1
+# How a side's planted slowdown is sized, written in a quality record as its "plant" (records of another
+# sizing are another measurement, not resumed): its first process sizes the work in chunks timed as a pair's
+# are, after a settle, and every restart plants the same amount; each measures its size afresh, after the
+# search (``slowdown.PlantedSlowdown.calibrate``). Before, each process searched anew and reported the
+# measurement that ended its search.
+PLANT = "one amount per side, sized in the pair's chunks, measured afresh"
 RESTART_EVERY = 4  # round pairs per process pair (the looks come every 4 pairs, so each sees whole groups)
 
 

@@ -77,7 +77,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
                     per[str(s)].append({"a": ra, "b": rb, "ratio": v.ratio, "verdict": v.verdict,
                                         "pairs": len(ra), "mds": v.mds, "seconds": time.perf_counter() - t0,
                                         "session": session, "planted": sides[s].planted_fraction,
-                                        "pids": run_pair.processes})
+                                        "units": sides[s].planted_units, "pids": run_pair.processes})
             finally:
                 for side in [a, *sides.values()]:
                     side.close()
@@ -96,8 +96,8 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
                     restart_every: int = paired.RESTART_EVERY) -> None:
     """Raises ValueError naming the first thing in which ``record`` is not the measurement asked for now:
     another hardware profile (figures of two machines do not pool), other combinations, levels, schedule,
-    threshold, alpha, restarts or settling chunks (records made before restarts, or before fresh processes
-    settled, have none and are refused)."""
+    threshold, alpha, restarts, settling chunks or plant sizing (records made before restarts, before fresh
+    processes settled, or before a side kept one amount of planted work, have none and are refused)."""
     if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
@@ -116,7 +116,7 @@ def _measurement(profile_id: str, levels: Sequence[float], schedule: sequential.
     """What makes two paired quality records the same measurement: written in a record, checked on resume."""
     return {"profile_id": profile_id, "levels": list(levels), "schedule": vars(schedule), "threshold": threshold,
             "alpha": alpha, "workers": FRESH_WORKERS, "restart_every": restart_every,
-            "settle_chunks": paired.SETTLE_CHUNKS}
+            "settle_chunks": paired.SETTLE_CHUNKS, "plant": paired.PLANT}
 
 
 def summarize_paired(record: dict) -> dict:

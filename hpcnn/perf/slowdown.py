@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
-from typing import Callable, List, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
 import tensorflow as tf
 
@@ -46,6 +46,10 @@ def unit_seconds(probe_units: int = 400) -> float:
     return best / probe_units
 
 
+SEARCH_ALTERNATIONS = 10  # off/on chunk pairs per measurement while searching the amount of work
+MEASURE_ALTERNATIONS = 20  # ... for the size reported, measured afresh once the amount is chosen
+
+
 class PlantedSlowdown:
     """A step hook whose amount of work is set after warm-up, without retracing."""
 
@@ -56,39 +60,48 @@ class PlantedSlowdown:
         """The step hook: ``loss`` after the planted work."""
         return _work(loss, self.units)
 
-    def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], tries: int = 5) -> float:
-        """Sizes the work so a step takes ``1 + fraction`` times as long as without it; returns the measured fraction.
+    def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], tries: int = 5,
+                  chunk: Optional[int] = None, before_chunk: Callable[[], object] = lambda: None) -> float:
+        """Sizes the work so a step takes ``1 + fraction`` times as long as without it; returns its size.
 
         ``run_steps(n)`` runs n steps and returns their times. The added time is
         not proportional to the work (a little of it hides in a core the step
-        leaves idle), so the fraction is measured in place, steps with and
-        without the work alternating, and the amount of work searched by secant
-        steps until the measured fraction is within a fifth of ``fraction`` or
-        ``tries`` measurements are spent; the closest is kept.
+        leaves idle) and depends on how the steps are timed, so it is measured
+        in place, in chunks of ``chunk`` steps (None: about 0.2 s) each after
+        ``before_chunk()`` (a paired worker's chunks follow an idle wait), with
+        and without the work alternating. The amount is searched by secant steps
+        until a measurement is within a fifth of ``fraction`` or ``tries`` are
+        spent, the closest kept. The size returned is not that measurement: one
+        picked for landing near ``fraction`` overstates how near it is (a single
+        one of trivial-independent's scattered 3.7-9.2% at one amount on a Xeon),
+        so it is measured afresh with more alternations (``measure``).
         """
         if fraction <= 0:
             self.units.assign(0)
             return 0.0
         step = statistics.median(run_steps(3))
-        chunk = max(1, math.ceil(0.2 / step))  # steps per on/off chunk: about 0.2 s
+        chunk = chunk or max(1, math.ceil(0.2 / step))
         units = max(1, round(fraction * step / unit_seconds()))
         tried: List[Tuple[int, float]] = []  # (units, measured fraction)
         for _ in range(tries):
-            tried.append((units, self._measure(units, run_steps, chunk)))
+            tried.append((units, self.measure(units, run_steps, chunk, before_chunk, SEARCH_ALTERNATIONS)))
             if abs(tried[-1][1] - fraction) <= 0.2 * fraction:
                 break
             units = next_units(tried, fraction)
-        units, measured = min(tried, key=lambda t: abs(t[1] - fraction))
-        self.units.assign(units)
-        return measured
+        units = min(tried, key=lambda t: abs(t[1] - fraction))[0]
+        return self.measure(units, run_steps, chunk, before_chunk)
 
-    def _measure(self, units: int, run_steps, chunk: int, alternations: int = 10) -> float:
-        """The fraction ``units`` of work adds to a step: chunks off and on alternate, median of their ratios."""
+    def measure(self, units: int, run_steps, chunk: int, before_chunk: Callable[[], object] = lambda: None,
+                alternations: int = MEASURE_ALTERNATIONS) -> float:
+        """Plants ``units`` of work and returns the fraction it adds to a chunk of ``chunk`` steps timed after
+        ``before_chunk()``: chunks off and on alternate, the median of their ratios. A restarted worker plants
+        its side's amount again and measures it so (a code change is the same work in every process)."""
         ratios = []
         for i in range(alternations):
             spent = {}
             for on in interleaved([False, True], i):
                 self.units.assign(units if on else 0)
+                before_chunk()
                 spent[on] = sum(run_steps(chunk))
             ratios.append(spent[True] / spent[False])
         self.units.assign(units)

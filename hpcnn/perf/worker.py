@@ -3,7 +3,8 @@
 Run by ``hpcnn.perf.paired`` as ``python worker.py CONFIG_JSON`` with PYTHONPATH
 pointing at the revision under test, so it imports *that* revision's hpcnn (only
 its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
-one JSON line each: it answers {"ready": ...} after building and warming up,
+one JSON line each: it answers {"ready": ...} after building and warming up (and sizing a planted slowdown,
+or planting ``plant_units`` of work where the spec names them: its side's amount, chosen by its first process),
 each ``run`` request with the round's step times and losses (with real data, after
 ``DRAIN_STEPS`` untimed steps), and each ``rebuild`` request
 (a fresh model, step and input, warmed up, with the request's config ``overrides``
@@ -80,8 +81,13 @@ def main():
 
     bench, drain = build(spec.get("overrides", {}))
     ready = {"ready": True}
-    if planted:
-        ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], lambda n: bench.run_steps(n)[0])
+    if planted:  # sized (or, restarted, its side's amount measured) in chunks timed like a pair's, after a settle
+        timed = dict(run_steps=lambda n: bench.run_steps(n)[0], chunk=spec.get("plant_chunk"), before_chunk=settle)
+        if spec.get("plant_units"):
+            ready["planted_fraction"] = planted.measure(spec["plant_units"], **timed)
+        else:
+            ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], **timed)
+        ready["planted_units"] = int(planted.units.numpy())
     settle()
     print(json.dumps(ready), flush=True)
     for line in sys.stdin:
