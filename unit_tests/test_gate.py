@@ -809,9 +809,71 @@ def test_planted_work_is_searched_by_secant_steps_within_bounds(tried, target, e
     assert next_units(tried, target) == expected
 
 
+def _step_clock(planted, per_unit: float, sigma: float = 0.0):
+    """``run_steps`` of a step that takes 10 ms longer by ``per_unit`` for every unit of work ``planted`` holds (the
+    real variable the hook reads), each step's time scattered by a seeded log-normal ``sigma``; counts its calls."""
+    rng = np.random.default_rng(0)
+
+    def run_steps(n):
+        run_steps.calls += 1
+        units = int(planted.units.numpy())
+        return [0.01 * (1 + per_unit * units) * rng.lognormal(0, sigma) for _ in range(n)]
+
+    run_steps.calls = 0
+    return run_steps
+
+
+def test_the_plant_search_lands_on_the_amount_that_adds_the_fraction_and_measures_it_afresh():
+    from hpcnn.perf import slowdown
+
+    planted = slowdown.PlantedSlowdown()
+    clock = _step_clock(planted, per_unit=0.01)  # 1% a unit, exactly: 5 units add 5%
+    assert planted.calibrate(0.05, clock, chunk=2) == pytest.approx(0.05)
+    assert int(planted.units.numpy()) == 5
+    assert planted.measure(12, clock, chunk=2) == pytest.approx(0.12) and int(planted.units.numpy()) == 12
+
+
+def test_a_search_measurement_alternates_until_precise_to_half_the_tolerance_or_its_cap():
+    from hpcnn.perf import slowdown
+
+    planted = slowdown.PlantedSlowdown()
+    exact = _step_clock(planted, per_unit=0.01)
+    fraction, se = planted.alternate(5, exact, 2, alternations=10, precision=0.005, cap=200)
+    assert (fraction, se) == (pytest.approx(0.05), pytest.approx(0.0, abs=1e-12)) and exact.calls == 20
+    noisy = _step_clock(planted, per_unit=0.01, sigma=0.05)  # a 2-step chunk's log-ratio scatters by ~5%
+    fraction, se = planted.alternate(5, noisy, 2, alternations=10, precision=0.005, cap=200)
+    assert 20 < noisy.calls < 400 and se <= 0.005 and abs(fraction - 0.05) < 3 * se  # more pairs, not the cap
+    wild = _step_clock(planted, per_unit=0.01, sigma=0.5)
+    fraction, se = planted.alternate(5, wild, 2, alternations=10, precision=0.005, cap=200)
+    assert wild.calls == 400 and se > 0.005  # the cap ends it
+    # the reported measurement runs its fixed number of pairs whatever the scatter
+    wild.calls = 0
+    planted.measure(5, wild, 2)
+    assert wild.calls == 2 * slowdown.MEASURE_ALTERNATIONS
+
+
+def test_a_measured_fraction_trims_the_chunks_that_ran_far_off():
+    from hpcnn.perf.slowdown import fraction_and_error
+
+    ratios = [1.05] * 16 + [1.9, 0.6, 2.5, 0.5]  # four chunk pairs after an idle wait ran far off
+    fraction, se = fraction_and_error(ratios)
+    assert fraction == pytest.approx(0.05) and se == pytest.approx(0.0, abs=1e-12)
+    assert fraction_and_error([1.0, 1.1])[1] == math.inf  # too few pairs for an error
+
+
 # -- gate-quality records that span sessions -------------------------------------------------------------------
 TWO_SESSIONS = _load("quality_two_sessions.json")  # gate-quality --only=trivial-independent --slowdowns=0.10
 # --min-rounds=4 --max-rounds=8 --runs=1, then the same with --resume: one run from each of two sessions
+
+
+def test_later_runs_of_a_quality_measurement_plant_the_amount_of_work_its_first_run_searched():
+    """In the Xeon run of 03:40-04:37 each run still searched its own amount; a run now takes the first one's."""
+    path = os.path.join(QUALITY_RECORDS, "per-run-plants", "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.paired.json")
+    with open(path) as f:
+        record = json.load(f)
+    per = record["combinations"]["trivial-parameter_server-NHWC-1dev-fp32-b32"]
+    assert [x["units"] for x in per["0.05"]] == [[2] * 5] and quality.planted_units(per) == {0.05: 2, 0.1: 4}
+    assert quality.planted_units({"0.0": [], "0.05": [], "0.1": []}) == {}  # nothing run yet: the first run searches
 
 
 def test_a_resumed_quality_record_counts_the_runs_of_every_session():
@@ -860,8 +922,12 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
                                 "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     # settled, but each restarted process sized its own plant and reported the measurement that ended its search
     settled = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
-    with pytest.raises(ValueError, match="plant is None, this run's \"one amount per side"):
+    with pytest.raises(ValueError, match="plant is None, this run's 'one amount per combination and level"):
         quality.check_resumable(settled, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    # one amount per side, but each run searched its own from 10-pair measurements: another code change each run
+    per_run = {**settled, "plant": "one amount per side, sized in the pair's chunks, measured afresh"}
+    with pytest.raises(ValueError, match="plant is \"one amount per side, sized in the pair's chunks"):
+        quality.check_resumable(per_run, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     fresh = {**settled, "plant": paired.PLANT}
     quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="restart_every is 4, this run's 2"):

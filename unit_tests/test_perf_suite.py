@@ -211,11 +211,14 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
 
 
 QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
-EARLIER_PLANTS = os.path.join(QUALITY, "per-process-plants")  # records made before a side kept one plant
+# records of earlier plant sizings: each process searched its own plant; each run searched one per side
+EARLIER_PLANTS = {os.path.join(QUALITY, "per-process-plants"): None,
+                  os.path.join(QUALITY, "per-run-plants"):
+                  "one amount per side, sized in the pair's chunks, measured afresh"}
 
 
 def _paired_records():
-    return [os.path.join(folder, f) for folder in (QUALITY, EARLIER_PLANTS)
+    return [os.path.join(folder, f) for folder in (QUALITY, *EARLIER_PLANTS)
             for f in sorted(os.listdir(folder)) if f.endswith(".paired.json")]
 
 
@@ -223,7 +226,8 @@ def _paired_records():
 def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_their_profile(path):
     """A record in ``quality/`` that the default ``gate-quality --mode=paired --resume`` would refuse (another
     design, schedule or level) cannot collect the twenty runs it is kept for: those stay the default measurement.
-    Those in ``quality/per-process-plants/`` sized each process's plant anew: resume refuses them, naming that."""
+    Those in ``quality/per-process-plants/`` sized each process's plant anew, those in ``quality/per-run-plants/``
+    each run's: resume refuses them, naming the plant."""
     with open(path) as f:
         record = json.load(f)
     assert record["profile_id"] + ".paired.json" == os.path.basename(path)
@@ -233,8 +237,9 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
         quality.check_resumable(rec, rec["profile_id"], combos, list(quality.PAIRED_SLOWDOWNS), sequential.Schedule(),
                                 gate.PAIRED_THRESHOLD, gate.DEFAULT_ALPHA, paired.RESTART_EVERY)
 
-    if os.path.dirname(path) == EARLIER_PLANTS:
-        with pytest.raises(ValueError, match="the record's plant is None"):
+    if os.path.dirname(path) in EARLIER_PLANTS:
+        assert record.get("plant") == EARLIER_PLANTS[os.path.dirname(path)]
+        with pytest.raises(ValueError, match="cannot resume: the record's plant is "):
             resume(record)
         resume({**record, "plant": paired.PLANT})  # the plant's sizing is all that differs
     else:

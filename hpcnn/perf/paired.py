@@ -53,13 +53,15 @@ class Side:
     """A worker process running one combination from the hpcnn at ``source_dir``."""
 
     def __init__(self, source_dir: str, combo: Combination, device: str, warmup_steps: int,
-                 plant_slowdown: float = 0.0, overrides: Optional[dict] = None):
+                 plant_slowdown: float = 0.0, overrides: Optional[dict] = None, plant_units: int = 0):
         self.overrides = overrides or {}  # the side's own, kept by a rebuild() that names none
         combo.config(device, **self.overrides)  # a variant this hpcnn refuses fails here, not in the worker
         self._spec = {"config": {k: v for k, v in combo.config(device).to_dict().items() if k in _FIELDS},
                       "overrides": self.overrides, "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown,
                       "plant_chunk": chunk_sizes(combo.steps_per_round, CHUNKS)[0],
                       "source": os.path.abspath(source_dir)}
+        if plant_slowdown and plant_units:  # an amount chosen before (a quality measurement's first run): no search
+            self._spec["plant_units"] = plant_units
         self._env = dict(os.environ, PYTHONPATH=os.path.abspath(source_dir), TF_CPP_MIN_LOG_LEVEL="2")
         self.pids: List[int] = []  # every process this side has run, the current one last
         self._planted: List[float] = []  # each process's measured planted slowdown
@@ -163,11 +165,12 @@ CHUNKS = 10
 # timed chunk, each side runs this many untimed chunks.
 SETTLE_CHUNKS = 1
 # How a side's planted slowdown is sized, written in a quality record as its "plant" (records of another
-# sizing are another measurement, not resumed): its first process sizes the work in chunks timed as a pair's
-# are, after a settle, and every restart plants the same amount; each measures its size afresh, after the
-# search (``slowdown.PlantedSlowdown.calibrate``). Before, each process searched anew and reported the
-# measurement that ended its search.
-PLANT = "one amount per side, sized in the pair's chunks, measured afresh"
+# sizing are another measurement, not resumed): the first process to plant a slowdown sizes the work in chunks
+# timed as a pair's are, after a settle, each measurement of the search precise to a tenth of the slowdown
+# (``slowdown.PlantedSlowdown.calibrate``); every later process of the side, and of every later run of the
+# measurement, plants that same amount and measures its size afresh. Before, every run searched anew (from
+# 10-pair measurements) and the side's size was a fresh draw each run; before that, every process did.
+PLANT = "one amount per combination and level, searched precisely once, measured afresh in every process"
 RESTART_EVERY = 4  # round pairs per process pair (the looks come every 4 pairs, so each sees whole groups)
 
 
@@ -228,16 +231,17 @@ def open_pair(a_dir: str, b_dir: str, combo: Combination, device: str, plant_b: 
     return a, bs[plant_b]
 
 
-def open_sides(a_dir: str, b_dir: str, combo: Combination, device: str,
-               plants: Sequence[float]) -> Tuple[Side, Dict[float, Side]]:
+def open_sides(a_dir: str, b_dir: str, combo: Combination, device: str, plants: Sequence[float],
+               units: Optional[Dict[float, int]] = None) -> Tuple[Side, Dict[float, Side]]:
     """Starts A, then one B per planted slowdown in ``plants``, one after the other; if one fails to start,
-    those already started are closed."""
+    those already started are closed. ``units``: the amount of work to plant for a slowdown, where it was
+    chosen before (otherwise its B searches one)."""
     warmup = warmup_steps_for(combo)
     started: List[Side] = []
     try:
         started.append(Side(a_dir, combo, device, warmup))
         for plant in plants:
-            started.append(Side(b_dir, combo, device, warmup, plant))
+            started.append(Side(b_dir, combo, device, warmup, plant, plant_units=(units or {}).get(plant, 0)))
     except BaseException:
         for side in started:
             side.close()

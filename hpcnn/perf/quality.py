@@ -49,11 +49,13 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     one unchanged B ran 2.0-2.5% below its A in three quiet runs, every one of their 40 pairs below 1):
     workers kept through all runs would make the runs twenty looks at one draw of that offset instead of
     twenty draws; inside a comparison both sides restart every ``restart_every`` pairs, as ``compare``'s
-    do (``paired.pair_runner``). ``save`` gets the record after every run, so an interrupted measurement
+    do (``paired.pair_runner``). A planted slowdown is one code change through the whole measurement: the
+    first run searches its amount of work and every later run plants the same (``planted_units``), each
+    process measuring its size afresh. ``save`` gets the record after every run, so an interrupted measurement
     keeps the runs it finished.
 
     ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
-    extend; a run of the smoke matrix at three levels costs about half an hour on a 2-core CPU, so twenty
+    extend; a run of the smoke matrix at three levels costs about an hour on a 2-core CPU, so twenty
     runs take more than one sitting.
     """
     levels = [0.0] + [s for s in slowdowns if s > 0]
@@ -67,7 +69,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
         for combo in combos:
             per = record["combinations"][combo.key]
             started = time.perf_counter()
-            a, sides = paired.open_sides(here, here, combo, device, levels)
+            a, sides = paired.open_sides(here, here, combo, device, levels, planted_units(per))
             record["sessions"][session]["startup_s"][combo.key] += time.perf_counter() - started
             try:
                 for s in interleaved(levels, run):
@@ -89,6 +91,12 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
         if save:
             save(record)
     return record
+
+
+def planted_units(per_level: Dict[str, list]) -> Dict[float, int]:
+    """{slowdown: the amount of work its first recorded comparison planted}: a measurement's later runs, resumed
+    or not, plant the same code change as its first (``paired.PLANT``)."""
+    return {float(s): runs[0]["units"][0] for s, runs in per_level.items() if runs and runs[0].get("units")}
 
 
 def check_resumable(record: dict, profile_id: str, combos: List[Combination], slowdowns: Sequence[float],

@@ -15,7 +15,10 @@ import statistics
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
 
+import numpy as np
 import tensorflow as tf
+from scipy import stats
+from scipy.stats import mstats
 
 from hpcnn.stats import interleaved
 
@@ -46,8 +49,15 @@ def unit_seconds(probe_units: int = 400) -> float:
     return best / probe_units
 
 
-SEARCH_ALTERNATIONS = 10  # off/on chunk pairs per measurement while searching the amount of work
-MEASURE_ALTERNATIONS = 20  # ... for the size reported, measured afresh once the amount is chosen
+TOLERANCE = 0.2  # the search ends at a measurement within a fifth of the fraction asked
+# Off/on chunk pairs per measurement while searching: at least SEARCH_ALTERNATIONS, then more until the
+# measurement's standard error is under half the tolerance, at most SEARCH_CAP. trivial-independent on the
+# Xeon, 2-step chunks after a settle: one pair's log-ratio scattered by 9-14% (sd, 100 pairs at each of 0-4
+# units), so 20 pairs measured a plant of 2 units at 3.2-6.9%; half of a 5% plant's tolerance takes ~200.
+SEARCH_ALTERNATIONS = 10
+SEARCH_CAP = 200
+MEASURE_ALTERNATIONS = 20  # ... for the size reported, measured afresh in every process
+TRIM = 0.2  # the measurement: the mean of the pairs' log-ratios, a fifth trimmed off either end
 
 
 class PlantedSlowdown:
@@ -69,12 +79,12 @@ class PlantedSlowdown:
         leaves idle) and depends on how the steps are timed, so it is measured
         in place, in chunks of ``chunk`` steps (None: about 0.2 s) each after
         ``before_chunk()`` (a paired worker's chunks follow an idle wait), with
-        and without the work alternating. The amount is searched by secant steps
-        until a measurement is within a fifth of ``fraction`` or ``tries`` are
-        spent, the closest kept. The size returned is not that measurement: one
-        picked for landing near ``fraction`` overstates how near it is (a single
-        one of trivial-independent's scattered 3.7-9.2% at one amount on a Xeon),
-        so it is measured afresh with more alternations (``measure``).
+        and without the work alternating until the measurement is precise to half
+        the tolerance (``SEARCH_CAP``). The amount is searched by secant steps
+        until a measurement is within ``TOLERANCE`` of ``fraction``, ``tries`` are
+        spent or the step repeats an amount, the closest kept. The size returned is
+        not that measurement: one picked for landing near ``fraction`` overstates
+        how near it is, so it is measured afresh (``measure``).
         """
         if fraction <= 0:
             self.units.assign(0)
@@ -82,30 +92,53 @@ class PlantedSlowdown:
         step = statistics.median(run_steps(3))
         chunk = chunk or max(1, math.ceil(0.2 / step))
         units = max(1, round(fraction * step / unit_seconds()))
+        tolerance = TOLERANCE * fraction
         tried: List[Tuple[int, float]] = []  # (units, measured fraction)
         for _ in range(tries):
-            tried.append((units, self.measure(units, run_steps, chunk, before_chunk, SEARCH_ALTERNATIONS)))
-            if abs(tried[-1][1] - fraction) <= 0.2 * fraction:
-                break
+            measured, _ = self.alternate(units, run_steps, chunk, before_chunk, SEARCH_ALTERNATIONS,
+                                         tolerance / 2, SEARCH_CAP)
+            tried.append((units, measured))
             units = next_units(tried, fraction)
+            if abs(measured - fraction) <= tolerance or units in (u for u, _ in tried):
+                break
         units = min(tried, key=lambda t: abs(t[1] - fraction))[0]
         return self.measure(units, run_steps, chunk, before_chunk)
 
     def measure(self, units: int, run_steps, chunk: int, before_chunk: Callable[[], object] = lambda: None,
                 alternations: int = MEASURE_ALTERNATIONS) -> float:
         """Plants ``units`` of work and returns the fraction it adds to a chunk of ``chunk`` steps timed after
-        ``before_chunk()``: chunks off and on alternate, the median of their ratios. A restarted worker plants
-        its side's amount again and measures it so (a code change is the same work in every process)."""
-        ratios = []
-        for i in range(alternations):
+        ``before_chunk()`` (``alternate``, ``alternations`` pairs). A restarted worker, or a later run of a
+        quality measurement, plants the same amount again and measures it so (a code change is the same work
+        in every process)."""
+        return self.alternate(units, run_steps, chunk, before_chunk, alternations)[0]
+
+    def alternate(self, units: int, run_steps, chunk: int, before_chunk: Callable[[], object] = lambda: None,
+                  alternations: int = MEASURE_ALTERNATIONS, precision: float = math.inf,
+                  cap: int = 0) -> Tuple[float, float]:
+        """(fraction, its standard error): chunks off and on alternate, ``alternations`` pairs and then more
+        until the standard error is under ``precision`` or ``cap`` pairs have run; ``units`` stay planted."""
+        ratios: List[float] = []
+        while True:
             spent = {}
-            for on in interleaved([False, True], i):
+            for on in interleaved([False, True], len(ratios)):
                 self.units.assign(units if on else 0)
                 before_chunk()
                 spent[on] = sum(run_steps(chunk))
             ratios.append(spent[True] / spent[False])
+            if len(ratios) >= alternations:
+                fraction, se = fraction_and_error(ratios)
+                if se <= precision or len(ratios) >= max(cap, alternations):
+                    break
         self.units.assign(units)
-        return statistics.median(ratios) - 1.0
+        return fraction, se
+
+
+def fraction_and_error(ratios: Sequence[float]) -> Tuple[float, float]:
+    """The fraction on/off chunk-time ``ratios`` add, and its standard error: the ``TRIM``-trimmed mean of their
+    logs (a chunk after an idle wait now and then runs far slow or fast) and Tukey and McLaughlin's error."""
+    logs = np.log(np.asarray(ratios, dtype=float))
+    se = float(mstats.trimmed_stde(logs, limits=(TRIM, TRIM))) if len(logs) > 2 else math.inf
+    return math.expm1(float(stats.trim_mean(logs, TRIM))), se
 
 
 def next_units(tried: Sequence[Tuple[int, float]], target: float) -> int:

@@ -4,7 +4,7 @@ Run by ``hpcnn.perf.paired`` as ``python worker.py CONFIG_JSON`` with PYTHONPATH
 pointing at the revision under test, so it imports *that* revision's hpcnn (only
 its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
 one JSON line each: it answers {"ready": ...} after building and warming up (and sizing a planted slowdown,
-or planting ``plant_units`` of work where the spec names them: its side's amount, chosen by its first process),
+or planting ``plant_units`` of work where the spec names them: an amount chosen by an earlier process),
 each ``run`` request with the round's step times and losses (with real data, after
 ``DRAIN_STEPS`` untimed steps), and each ``rebuild`` request
 (a fresh model, step and input, warmed up, with the request's config ``overrides``
