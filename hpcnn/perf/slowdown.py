@@ -53,7 +53,8 @@ TOLERANCE = 0.2  # the search ends at a measurement within a fifth of the fracti
 # Off/on chunk pairs per measurement while searching: at least SEARCH_ALTERNATIONS, then more until the
 # measurement's standard error is under half the tolerance, at most SEARCH_CAP. trivial-independent on the
 # Xeon, 2-step chunks after a settle: one pair's log-ratio scattered by 9-14% (sd, 100 pairs at each of 0-4
-# units), so 20 pairs measured a plant of 2 units at 3.2-6.9%; half of a 5% plant's tolerance takes ~200.
+# units; 20 pairs measured 2 units at 3.7%, sd 1.5 over five repeats), so 100 pairs left a standard error of
+# 0.9-1.1 points; half of a 5% plant's tolerance would take ~400, and the cap (about 40 s there) ends at ~0.7.
 SEARCH_ALTERNATIONS = 10
 SEARCH_CAP = 200
 MEASURE_ALTERNATIONS = 20  # ... for the size reported, measured afresh in every process
@@ -80,7 +81,7 @@ class PlantedSlowdown:
         in place, in chunks of ``chunk`` steps (None: about 0.2 s) each after
         ``before_chunk()`` (a paired worker's chunks follow an idle wait), with
         and without the work alternating until the measurement is precise to half
-        the tolerance (``SEARCH_CAP``). The amount is searched by secant steps
+        the tolerance (at most ``SEARCH_CAP`` pairs). The amount is searched by secant steps
         until a measurement is within ``TOLERANCE`` of ``fraction``, ``tries`` are
         spent or the step repeats an amount, the closest kept. The size returned is
         not that measurement: one picked for landing near ``fraction`` overstates
