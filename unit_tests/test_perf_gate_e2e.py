@@ -168,9 +168,10 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_pl
     assert [x["verdict"] for x in planted] == ["REGRESSION"] * 2 and all(x["ratio"] < 0.8 for x in planted)
     # one code change: the restarted B plants the amount of work its first process sized, and measures it again
     assert r["plant"] == paired.PLANT and [x["units"] for x in unchanged] == [[], []]
-    assert planted[0]["units"][0] > 0 and all(x["units"] == planted[0]["units"] for x in planted)
-    assert len(planted[0]["units"]) == 2
+    first = planted[0]["units"]
+    assert len(first) == 2 and first[0] > 0 and first[1] == first[0]
     # ... and run 2 plants the amount run 1 searched: one code change through the measurement
+    assert planted[1]["units"] == first
     assert r["summary"]["flagged"]["0.5"] == 2 and "planted  50%: 2/2 runs caught" in p.stdout
     # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 2 blocks of 4 pairs
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",
