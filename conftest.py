@@ -46,6 +46,9 @@ def pytest_addoption(parser):
     g.addoption("--no-confirm", action="store_true", help="fail on the first measurement, without re-measuring")
     g.addoption("--plant-slowdown", type=float, default=0.0,
                 help="test-only: add real work worth this fraction of each step")
+    g.addoption("--plant-units", default=None, metavar="FILE.json",
+                help="test-only: plant these amounts of work, {combination: units} as a session with "
+                     "--plant-slowdown recorded them (planted_units), instead of searching them again")
 
 
 def pytest_configure(config):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import json
 import os
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -54,6 +55,8 @@ class PerfSession:
     # seconds between a failing measurement and its confirming re-measurement; None: failures stand unconfirmed
     confirm_pause: Optional[float] = 60.0
     held: Dict[str, Held] = dataclasses.field(default_factory=dict)
+    # {combination: units of planted work} (--plant-units): planted as they are instead of searched
+    plant_units: Dict[str, int] = dataclasses.field(default_factory=dict)
     failed_at_end: Dict[str, gate.Verdict] = dataclasses.field(default_factory=dict)  # ``finish``
     saved: Optional[baselines_lib.Baselines] = None  # the file as --update-baselines wrote it
 
@@ -159,6 +162,7 @@ def pytest_sessionstart(session):
         raise pytest.UsageError(f"--confirm-pause={pause:g} is not a pause; allowed: 0 or more seconds")
     if config.getoption("--baseline-sessions") < 1:
         raise pytest.UsageError(f"--baseline-sessions={config.getoption('--baseline-sessions')} must be at least 1")
+    plant_units = read_plant_units(config.getoption("--plant-units"))
     profile = detect()
     pid = config.getoption("--hardware-profile") or profile_id(profile)
     directory = config.getoption("--baselines-dir") or os.path.join(REPO, "baselines")
@@ -179,7 +183,25 @@ def pytest_sessionstart(session):
     update = config.getoption("--update-baselines")
     config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
                                      commit=baselines_lib.current_commit(),
-                                     confirm_pause=None if config.getoption("--no-confirm") else pause)
+                                     confirm_pause=None if config.getoption("--no-confirm") else pause,
+                                     plant_units=plant_units)
+
+
+def read_plant_units(path: Optional[str]) -> Dict[str, int]:
+    """--plant-units: a JSON object of {combination: units of planted work (an integer, 0 or more)}."""
+    if path is None:
+        return {}
+    try:
+        with open(path) as f:
+            units = json.load(f)
+    except (OSError, ValueError) as e:
+        raise pytest.UsageError(f"--plant-units={path} cannot be read as JSON ({e}); allowed: a JSON object of "
+                                f"{{combination: units of work}}") from None
+    if not isinstance(units, dict) or not all(
+            isinstance(u, int) and not isinstance(u, bool) and u >= 0 for u in units.values()):
+        raise pytest.UsageError(f"--plant-units={path} holds {json.dumps(units)[:200]}; allowed: a JSON object of "
+                                f"{{combination: units of work, an integer 0 or more}}")
+    return units
 
 
 def pytest_collection_finish(session):

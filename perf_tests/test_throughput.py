@@ -17,19 +17,23 @@ from hpcnn.stats import throughput
 pytestmark = pytest.mark.perf
 
 
-def measure(combo, device, rounds, yardstick, plant=0.0, pedantic=None):
+def measure(combo, device, rounds, yardstick, plant=0.0, pedantic=None, plant_units=None):
     """One measurement of ``combo``: a fresh benchmark (with ``plant`` of planted work), warmed up, then
     ``rounds`` timed rounds, each just after a timing of the yardstick (the machine's speed at that moment).
-    Returns (images/sec per round, yardstick rate per round, the benchmark). ``pedantic``: pytest-benchmark's,
-    to time the rounds as its own; None times them here (a confirming re-measurement)."""
+    Returns (images/sec per round, yardstick rate per round, the benchmark, the units of work planted or None).
+    ``plant_units``: plant this amount of work instead of searching the amount worth ``plant`` (a code change
+    is the same work in every session: an earlier session's search). ``pedantic``: pytest-benchmark's, to time
+    the rounds as its own; None times them here (a confirming re-measurement)."""
     planted = None
-    if plant:
+    if plant or plant_units is not None:
         from hpcnn.perf.slowdown import PlantedSlowdown
 
         planted = PlantedSlowdown()
     bench = Benchmark(combo.config(device), step_hook=planted.hook if planted else None)
     bench.run_steps(warmup_steps_for(combo))  # untimed: tracing and first-step costs
-    if planted:
+    if plant_units is not None:
+        planted.units.assign(plant_units)
+    elif planted:
         planted.calibrate(plant, lambda n: bench.run_steps(n)[0])
 
     samples, rates = [], []
@@ -47,7 +51,7 @@ def measure(combo, device, rounds, yardstick, plant=0.0, pedantic=None):
         for _ in range(rounds):
             time_the_yardstick()
             one_round()
-    return samples, rates, bench
+    return samples, rates, bench, None if planted is None else int(planted.units.numpy())
 
 
 def test_throughput(benchmark, combo, perf_session, yardstick, request):
@@ -56,10 +60,13 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     if reason:
         pytest.skip(reason)
     rounds, plant = request.config.getoption("--perf-rounds"), request.config.getoption("--plant-slowdown")
-    samples, rates, bench = measure(combo, s.device, rounds, yardstick, plant, benchmark.pedantic)
+    searched = s.plant_units.get(combo.key)
+    samples, rates, bench, units = measure(combo, s.device, rounds, yardstick, plant, benchmark.pedantic, searched)
     benchmark.extra_info.update(combination=combo.key, images_per_sec_rounds=samples,
                                 yardstick_rates=rates, yardstick_version=YARDSTICK_VERSION,
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
+    if units is not None:  # the confirming re-measurement plants the same amount
+        benchmark.extra_info.update(planted_units=units, planted_searched=searched is None)
 
     if s.update:
         s.recorded[combo.key] = session_record(samples, s.commit, statistics.median(rates))
@@ -77,6 +84,6 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
     s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now), benchmark.extra_info,
-           lambda: measure(combo, s.device, rounds, yardstick, plant)[:2])
+           lambda: measure(combo, s.device, rounds, yardstick, plant_units=units)[:2])
     if v.failed and s.confirm_pause is None:  # else the session's end re-measures it, and fails it if confirmed
         pytest.fail("\n".join(s.failure_lines(combo.key, v, request.config.getoption("--perf-matrix"))), pytrace=False)

@@ -97,6 +97,13 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
         assert v["ratio"] == pytest.approx(statistics.median(rounds) / recorded["median"] * (
             recorded["yardstick"]["rate"] / statistics.median(rates)) ** stored.ASSUMED_SLOPE)
     assert all(v["combinations"][COMBO]["ratio"] < 0.6 for v in record["sessions"][PLANT])
+    # one code change: the first planted session searched the amount of work, the second planted it as it was
+    first, second = (session["combinations"][COMBO] for session in record["sessions"][PLANT])
+    assert record["plant"] == quality.STORED_PLANT and [first["planted_searched"], second["planted_searched"]] == [
+        True, False]
+    assert first["planted_units"] > 0 and second["planted_units"] == first["planted_units"]
+    assert record["plant_units"] == {PLANT: {COMBO: first["planted_units"]}}
+    assert all(session["combinations"][COMBO]["planted_units"] is None for session in record["sessions"]["0.0"])
     for session, judged in zip(record["sessions"][PLANT], again[PLANT]):  # each failure re-measured, and kept
         v = session["combinations"][COMBO]
         assert v["confirm_verdict"] == "REGRESSION" and len(v["confirm_images_per_sec_rounds"]) == 5
@@ -202,6 +209,20 @@ def test_a_negative_confirm_pause_is_refused_before_anything_runs(tmp_path):
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 4 and "Traceback" not in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
     assert "--confirm-pause=-5 is not a pause; allowed: 0 or more seconds" in p.stderr
+
+
+@pytest.mark.parametrize("content, says", [
+    ("{not json", "cannot be read as JSON"),
+    ('{"%s": -3}' % COMBO, "allowed: a JSON object of {combination: units of work, an integer 0 or more}"),
+])
+def test_a_plant_units_file_that_is_not_units_of_work_is_refused_before_anything_runs(tmp_path, content, says):
+    units = tmp_path / "units.json"
+    units.write_text(content)
+    p = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
+                        f"--baselines-dir={tmp_path}", f"--plant-units={units}", "-k", COMBO],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 4 and "Traceback" not in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
+    assert f"--plant-units={units} " in p.stderr and says in p.stderr
 
 
 @pytest.mark.slow

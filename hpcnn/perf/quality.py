@@ -26,6 +26,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from hpcnn.jsonfile import write_atomically
 from hpcnn.perf import gate, paired, sequential, stored
 from hpcnn.perf.baselines import Baselines, load as load_baselines, path_for
 from hpcnn.perf.matrix import Combination
@@ -204,6 +205,12 @@ def _level_table(levels: Sequence[str], rows: List[List[str]]) -> List[str]:
             *("| " + " | ".join(cells) + " |" for cells in rows)]
 
 
+# a planted slowdown in stored mode is one code change through the measurement: the first session of each level
+# searches its amount of work per combination (``slowdown.PlantedSlowdown.calibrate``), every later session plants
+# those amounts (``--plant-units``). Until this was recorded each session searched its own.
+STORED_PLANT = "one amount per combination and level, searched by the level's first session"
+
+
 def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, slowdowns: Sequence[float],
                    pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print,
                    save: Optional[Callable[[dict], None]] = None) -> dict:
@@ -214,16 +221,19 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
     and yardstick rates, so that ``judge_again`` can judge the same sessions with another gate later."""
     levels = [0.0] + [s for s in slowdowns if s > 0]
     judged_against = load_baselines(path_for(baselines_dir, profile_id))
-    record = {"baselines_dir": baselines_dir, "profile_id": profile_id,
+    record = {"baselines_dir": baselines_dir, "profile_id": profile_id, "plant": STORED_PLANT,
               "baselines": {"profile": judged_against.profile, "combinations": judged_against.combinations},
-              "sessions": {str(s): [] for s in levels}}
+              "sessions": {str(s): [] for s in levels}, "plant_units": {}}
     with tempfile.TemporaryDirectory() as work:
         for run in range(runs):
             for s in levels:
                 out = os.path.join(work, "bench.json")
+                units = os.path.join(work, f"units-{s}.json")
                 cmd = [sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
                        f"--baselines-dir={baselines_dir}", f"--hardware-profile={profile_id}",
                        f"--benchmark-json={out}", *pytest_args] + ([f"--plant-slowdown={s}"] if s else [])
+                if str(s) in record["plant_units"]:
+                    cmd.append(f"--plant-units={units}")
                 started = time.time()
                 p = subprocess.run(cmd, cwd=repo, capture_output=True, text=True)
                 if p.returncode not in (0, 1):
@@ -232,6 +242,10 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                     benches = json.load(f)["benchmarks"]
                 verdicts = {b["extra_info"]["combination"]: {k: b["extra_info"].get(k) for k in _KEPT}
                             for b in benches if "verdict" in b["extra_info"]}
+                if s and str(s) not in record["plant_units"]:  # the first session searched them
+                    record["plant_units"][str(s)] = {b["extra_info"]["combination"]: b["extra_info"]["planted_units"]
+                                                     for b in benches if "planted_units" in b["extra_info"]}
+                    write_atomically(units, record["plant_units"][str(s)])
                 record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
                                                    "combinations": verdicts})
                 log(f"session {run + 1} planted {s:.0%}: " + ", ".join(
@@ -250,7 +264,8 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
 # same real sessions can judge another gate design offline
 _KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images_per_sec_rounds", "yardstick_rates",
          "yardstick_version", "confirm_images_per_sec_rounds", "confirm_yardstick_rates", "confirm_time",
-         "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha", "confirm_error")
+         "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha", "confirm_error",
+         "planted_units", "planted_searched")
 
 
 def summarize_stored(record: dict) -> dict:
