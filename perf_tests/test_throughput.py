@@ -60,13 +60,13 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
     if reason:
         pytest.skip(reason)
     rounds, plant = request.config.getoption("--perf-rounds"), request.config.getoption("--plant-slowdown")
-    searched = s.plant_units.get(combo.key)
-    samples, rates, bench, units = measure(combo, s.device, rounds, yardstick, plant, benchmark.pedantic, searched)
+    given = s.plant_units.get(combo.key)  # --plant-units: an earlier session's search; None: search here
+    samples, rates, bench, units = measure(combo, s.device, rounds, yardstick, plant, benchmark.pedantic, given)
     benchmark.extra_info.update(combination=combo.key, images_per_sec_rounds=samples,
                                 yardstick_rates=rates, yardstick_version=YARDSTICK_VERSION,
                                 config=bench.config.to_dict(), profile_id=s.profile_id, profile=s.profile)
     if units is not None:  # the confirming re-measurement plants the same amount
-        benchmark.extra_info.update(planted_units=units, planted_searched=searched is None)
+        benchmark.extra_info.update(planted_units=units, planted_searched=given is None)
 
     if s.update:
         s.recorded[combo.key] = session_record(samples, s.commit, statistics.median(rates))
