@@ -828,8 +828,12 @@ def test_the_plant_search_lands_on_the_amount_that_adds_the_fraction_and_measure
 
     planted = slowdown.PlantedSlowdown()
     clock = _step_clock(planted, per_unit=0.01)  # 1% a unit, exactly: 5 units add 5%
-    assert planted.calibrate(0.05, clock, chunk=2) == pytest.approx(0.05)
-    assert int(planted.units.numpy()) == 5
+    # The first amount tried comes from this machine's real unit of work (unit_seconds), so the search may
+    # stop at 4 or 6 units (4% and 6% are within a fifth of 5%), not only at 5; what it returns is the size
+    # measured afresh of the amount it left planted.
+    size = planted.calibrate(0.05, clock, chunk=2)
+    units = int(planted.units.numpy())
+    assert units in (4, 5, 6) and size == pytest.approx(0.01 * units)
     assert planted.measure(12, clock, chunk=2) == pytest.approx(0.12) and int(planted.units.numpy()) == 12
 
 
