@@ -97,13 +97,29 @@ def test_mds_grows_with_noise_and_shrinks_with_evidence():
 def test_schedule_spends_at_most_alpha_and_refuses_useless_shapes():
     s = sequential.Schedule()
     assert s.looks() == [8, 12, 16, 20]
-    assert sum(s.alpha_at(k, 0.01) for k in range(4)) == pytest.approx(0.01)
+    for level in (0.01, 0.01 / 7, 0.01 / 400, 1e-9):
+        assert sum(s.alpha_at(k, level) for k in range(4)) == pytest.approx(level)
     assert sequential.Schedule(5, 4, 7).looks() == [5, 7]
     assert sequential.Schedule(6, 1, 6).alpha_at(0, 0.01) == 0.01
-    with pytest.raises(ValueError, match="min_pairs <= max_pairs"):
-        sequential.Schedule(8, 4, 6)
-    with pytest.raises(ValueError, match="3 <= min_pairs"):
-        sequential.Schedule(2, 1, 6)
+
+
+def test_early_looks_share_the_early_half_only_where_all_pairs_one_way_could_reject():
+    """n pairs all one way give the exact signed-rank p 1/2^n, its smallest: 1/256 at 8 pairs, 1/4096 at 12."""
+    s = sequential.Schedule()
+    assert s.weights(0.01 / 7) == [0.0, 0.25, 0.25, 0.5]  # 1/4096 < 0.0014 / 4, but 1/256 > 0.0014 / 6
+    assert s.weights(0.01) == [0.0, 0.25, 0.25, 0.5]  # 1/256 > 0.01 / 6: the look at 8 pairs is never reachable
+    assert s.weights(0.05) == [1 / 6, 1 / 6, 1 / 6, 0.5]
+    assert s.weights(0.01 / 400) == [0.0, 0.0, 0.0, 1.0]  # 2^-16 = 1.5e-5 > 2.5e-5 / 2: only 20 pairs can reject
+    for level, weights in ((0.01 / 7, s.weights(0.01 / 7)), (0.01 / 400, s.weights(0.01 / 400))):
+        for n, w in zip(s.looks(), weights):  # every part spent is one its look can reach
+            assert w == 0 or 0.5 ** n < level * w
+    # a record made before keeps the equal parts it ran with, and a fresh schedule refuses to resume it
+    old = sequential.Schedule.recorded({"min_pairs": 8, "step": 4, "max_pairs": 20})
+    assert old.weights(0.01 / 7) == [1 / 6, 1 / 6, 1 / 6, 0.5] and old != s
+    assert sequential.Schedule.recorded(vars(s)) == s
+    # Holm's larger levels scale the combination's parts: the tests stay nested
+    assert s.alpha_at(1, 0.01 / 6, level=0.01 / 7) == pytest.approx(0.01 / 6 * 0.25)
+    assert s.alpha_at(0, 0.01, level=0.01 / 7) == 0.0
 
 
 def test_sequential_gate_on_recorded_pairs_never_fails_unchanged_code_and_catches_25_percent():
@@ -125,8 +141,38 @@ def test_clearly_equal_sides_stop_at_the_first_look():
 
 
 QUALITY_RECORDS = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality")
+XEON_PAIRED = os.path.join(QUALITY_RECORDS, "equal-part-looks", "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.paired.json")
 ZEN4_PAIRED = os.path.join(QUALITY_RECORDS, "per-process-plants",
                            "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # runs of the smoke matrix
+
+
+def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_the_same_verdicts():
+    """The six Xeon runs ran with equal parts, so no planted slowdown could stop before 16 pairs; with the
+    early half on the looks at 12 and 16, the same recorded pairs catch what they caught, mostly at 12 pairs,
+    and unchanged code still fails nowhere (every pair beyond a new stop was recorded, so the replay is exact)."""
+    with open(XEON_PAIRED) as f:
+        record = json.load(f)
+    ran = sequential.Schedule.recorded(record["schedule"])
+    now = sequential.Schedule(**{k: v for k, v in vars(ran).items() if k != "reachable_only"})
+    each, threshold = record["combination_alpha"], record["threshold"]
+    stops = {s: {"ran": [], "now": []} for s in ("0.0", "0.05", "0.1")}
+    for c in record["combinations"].values():
+        for s, comparisons in c.items():
+            for x in comparisons:
+                for tag, schedule in (("ran", ran), ("now", now)):
+                    pairs = iter(zip(x["a"], x["b"]))
+                    v, a, _ = sequential.run_sequential(lambda r: next(pairs), schedule, threshold, each)
+                    stops[s][tag].append((len(a), v.failed))
+                assert stops[s]["ran"][-1] == (x["pairs"], x["verdict"] == gate.REGRESSION)
+    assert stops["0.0"]["now"] == stops["0.0"]["ran"]  # 0/42 failed: unchanged pairs never reach 12 all one way
+    for s in ("0.05", "0.1"):
+        assert [f for _, f in stops[s]["now"]] == [f for _, f in stops[s]["ran"]]
+        assert min(n for n, _ in stops[s]["ran"]) == 16
+    assert sum(n == 12 for n, _ in stops["0.1"]["now"]) >= 35 and sum(n == 12 for n, _ in stops["0.05"]["now"]) >= 18
+    with pytest.raises(ValueError, match="min_pairs <= max_pairs"):
+        sequential.Schedule(8, 4, 6)
+    with pytest.raises(ValueError, match="3 <= min_pairs"):
+        sequential.Schedule(2, 1, 6)
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
@@ -137,14 +183,15 @@ def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_
     comparisons, where nothing else failed, the same pairs still pass."""
     with open(ZEN4_PAIRED) as f:
         record = json.load(f)
-    schedule, threshold, combos = sequential.Schedule(**record["schedule"]), record["threshold"], record["combinations"]
+    schedule = sequential.Schedule.recorded(record["schedule"])
+    threshold, combos = record["threshold"], record["combinations"]
     each = record["combination_alpha"]
     for c in combos.values():  # what ran is what judge_at gives the recorded pairs at the combination's level
         for comparisons in c.values():
             for x in comparisons:
                 v = sequential.judge_at(x["a"], x["b"], schedule, threshold, each)
                 assert v.verdict == x["verdict"] and len(x["a"]) == x["pairs"]
-                assert (sequential.family_p(x["a"], x["b"], schedule) < each) == v.failed
+                assert (sequential.family_p(x["a"], x["b"], schedule, each) < each) == v.failed
     key = next(k for k in combos if "bf16" in k)
     missed = [r for r, x in enumerate(combos[key]["0.05"]) if x["verdict"] != gate.REGRESSION]
     assert missed == [0, 2, 5, 8, 9]
@@ -913,19 +960,24 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     combo = [Combination("trivial", "independent", "NHWC", 2, "fp32", 32, 20)]
     same = dict(combos=combo, slowdowns=[0.10], schedule=sequential.Schedule(4, 4, 8), threshold=0.02,
                 alpha=gate.DEFAULT_ALPHA)
+    # recorded when every early look had an equal part of the level, reachable or not: another schedule
+    with pytest.raises(ValueError, match=r"schedule is \{'min_pairs': 4, 'step': 4, 'max_pairs': 8\}, this run's "
+                                         r"\{'min_pairs': 4, 'step': 4, 'max_pairs': 8, 'reachable_only': True\}"):
+        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    two_sessions = {**TWO_SESSIONS, "schedule": vars(same["schedule"])}  # given the schedule, older fields refuse
     # recorded before each run started its own workers: another measurement (twenty looks at one worker pair)
     with pytest.raises(ValueError, match="workers is None, this run's 'fresh per run'"):
-        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+        quality.check_resumable(two_sessions, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     # fresh workers, but each comparison over one process pair: another measurement too
     with pytest.raises(ValueError, match="restart_every is None, this run's 4"):
-        quality.check_resumable({**TWO_SESSIONS, "workers": quality.FRESH_WORKERS},
+        quality.check_resumable({**two_sessions, "workers": quality.FRESH_WORKERS},
                                 "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     # restarts, but the first pair of each process pair timed from a cold step: another measurement as well
     with pytest.raises(ValueError, match="settle_chunks is None, this run's 1"):
-        quality.check_resumable({**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4},
+        quality.check_resumable({**two_sessions, "workers": quality.FRESH_WORKERS, "restart_every": 4},
                                 "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     # settled, but each restarted process sized its own plant and reported the measurement that ended its search
-    settled = {**TWO_SESSIONS, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
+    settled = {**two_sessions, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
     with pytest.raises(ValueError, match="plant is None, this run's 'one amount per combination and level"):
         quality.check_resumable(settled, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
     # one amount per side, but each run searched its own from 10-pair measurements: another code change each run

@@ -211,14 +211,18 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
 
 
 QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
-# records of earlier plant sizings: each process searched its own plant; each run searched one per side
-EARLIER_PLANTS = {os.path.join(QUALITY, "per-process-plants"): None,
-                  os.path.join(QUALITY, "per-run-plants"):
-                  "one amount per side, sized in the pair's chunks, measured afresh"}
+# records of earlier designs, and what each holds where the default measurement now differs: each process
+# searched its own plant; each run searched one per side; every early look had an equal part of the level
+EQUAL_PARTS = {"min_pairs": 8, "step": 4, "max_pairs": 20}
+EARLIER_DESIGNS = {
+    os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None},
+    os.path.join(QUALITY, "per-run-plants"): {
+        "schedule": EQUAL_PARTS, "plant": "one amount per side, sized in the pair's chunks, measured afresh"},
+    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS}}
 
 
 def _paired_records():
-    return [os.path.join(folder, f) for folder in (QUALITY, *EARLIER_PLANTS)
+    return [os.path.join(folder, f) for folder in (QUALITY, *EARLIER_DESIGNS)
             for f in sorted(os.listdir(folder)) if f.endswith(".paired.json")]
 
 
@@ -226,8 +230,8 @@ def _paired_records():
 def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_their_profile(path):
     """A record in ``quality/`` that the default ``gate-quality --mode=paired --resume`` would refuse (another
     design, schedule or level) cannot collect the twenty runs it is kept for: those stay the default measurement.
-    Those in ``quality/per-process-plants/`` sized each process's plant anew, those in ``quality/per-run-plants/``
-    each run's: resume refuses them, naming the plant."""
+    Those in the folders of ``EARLIER_DESIGNS`` ran another design: resume refuses them, and would take them
+    with only the fields named there changed to the default measurement's."""
     with open(path) as f:
         record = json.load(f)
     assert record["profile_id"] + ".paired.json" == os.path.basename(path)
@@ -237,11 +241,13 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
         quality.check_resumable(rec, rec["profile_id"], combos, list(quality.PAIRED_SLOWDOWNS), sequential.Schedule(),
                                 gate.PAIRED_THRESHOLD, gate.DEFAULT_ALPHA, paired.RESTART_EVERY)
 
-    if os.path.dirname(path) in EARLIER_PLANTS:
-        assert record.get("plant") == EARLIER_PLANTS[os.path.dirname(path)]
-        with pytest.raises(ValueError, match="cannot resume: the record's plant is "):
+    earlier = EARLIER_DESIGNS.get(os.path.dirname(path))
+    if earlier:
+        assert {field: record.get(field) for field in earlier} == earlier
+        with pytest.raises(ValueError, match="cannot resume: the record's "):
             resume(record)
-        resume({**record, "plant": paired.PLANT})  # the plant's sizing is all that differs
+        now = {"schedule": vars(sequential.Schedule()), "plant": paired.PLANT}
+        resume({**record, **{field: now[field] for field in earlier}})  # those fields are all that differs
     else:
         resume(record)
     assert record["combination_alpha"] == pytest.approx(gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos)))

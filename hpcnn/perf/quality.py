@@ -164,7 +164,7 @@ def family_failures(record: dict, runs: int) -> Dict[str, Dict[str, List[bool]]]
     """{level: {combination: whether each of the first ``runs`` runs failed}} after Holm's step-down over the
     matrix of each run and level (``sequential.family_verdicts`` on the recorded pairs, at the record's
     schedule, threshold and family-wise alpha)."""
-    schedule = sequential.Schedule(**record["schedule"])
+    schedule = sequential.Schedule.recorded(record["schedule"])
     out: Dict[str, Dict[str, List[bool]]] = {}
     for s in record["levels"]:
         key = str(s)

@@ -9,8 +9,11 @@ Hodges-Lehmann estimate of the ratio and its rank-based 95% interval.
 
 Looks are taken after ``min_pairs`` pairs and then every ``step`` pairs up to
 ``max_pairs`` (as Chromium's Pinpoint adds attempts while a difference is
-unclear). The combination's level alpha is spent half on the early looks, in
-equal parts, and half on the last, so the false-alarm rate stays below alpha
+unclear). The combination's level alpha is spent half on the last look and half,
+in equal parts, on the early looks that can spend their part: n pairs all one
+way give the exact test's smallest p, 1/2^n, so at alpha 0.01 over 7
+combinations the look at 8 pairs (1/256) can never reject and its part would
+be lost. The parts sum to alpha, so the false-alarm rate stays below it
 however a run stops. A look stops the combination when
 
 * the drop is beyond the threshold and significant at the look's level (REGRESSION),
@@ -21,7 +24,9 @@ Over a matrix, each combination runs at its Bonferroni share of the family-wise
 level; once all are judged, Holm's step-down (``family_verdicts``) judges the
 rest again at the larger levels it allows. A sequential comparison's p-value for
 that is the smallest over its looks of p / (the look's share of the level):
-below a level exactly when some look would have failed at it.
+below a level exactly when some look would have failed at it. Which looks spend
+is fixed by the combination's own level, so Holm's larger levels scale every
+look's share alike and its tests stay nested.
 """
 
 from __future__ import annotations
@@ -46,6 +51,15 @@ class Schedule:
     min_pairs: int = 8
     step: int = 4
     max_pairs: int = 20
+    # Early looks share the early half only where they can spend it (``weights``); False: every early look
+    # had an equal part, reachable or not (records made before 2026-11-27 have no such field).
+    reachable_only: bool = True
+
+    @classmethod
+    def recorded(cls, fields: Mapping[str, object]) -> "Schedule":
+        """The schedule a record's ``vars(schedule)`` describes; a record without ``reachable_only`` ran with
+        equal parts for every early look."""
+        return cls(**{"reachable_only": False, **fields})
 
     def __post_init__(self):
         if not MIN_PAIRS <= self.min_pairs <= self.max_pairs or self.step < 1:
@@ -57,12 +71,25 @@ class Schedule:
         points = list(range(self.min_pairs, self.max_pairs + 1, self.step))
         return points if points[-1] == self.max_pairs else points + [self.max_pairs]
 
-    def alpha_at(self, look: int, alpha: float) -> float:
-        """The level spent at look ``look`` (0-based): alpha/2 shared by the early looks, alpha/2 for the last."""
-        n = len(self.looks())
-        if n == 1:
-            return alpha
-        return alpha / 2 if look == n - 1 else alpha / 2 / (n - 1)
+    def weights(self, level: float) -> List[float]:
+        """Each look's part of a combination's level ``level``: half for the last look, half in equal parts
+        for the most early looks whose part each of them can spend (1/2^n below it, n the look's pairs: the
+        latest looks first), none for the rest; all for the last where no early look can spend."""
+        looks = self.looks()
+        early = looks[:-1]
+        if not early:
+            return [1.0]
+        if not self.reachable_only:
+            return [0.5 / len(early)] * len(early) + [0.5]
+        for m in range(len(early), 0, -1):
+            if 0.5 ** early[-m] < level * 0.5 / m:
+                return [0.0] * (len(early) - m) + [0.5 / m] * m + [0.5]
+        return [0.0] * len(early) + [1.0]
+
+    def alpha_at(self, look: int, alpha: float, level: Optional[float] = None) -> float:
+        """The part of ``alpha`` spent at look ``look`` (0-based), the looks' parts fixed by the combination's
+        own level ``level`` (default: ``alpha``)."""
+        return alpha * self.weights(alpha if level is None else level)[look]
 
 
 def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.PAIRED_THRESHOLD,
@@ -143,25 +170,29 @@ def decide(a: Sequence[float], b: Sequence[float], look: int, schedule: Schedule
     return v, stop
 
 
-def family_p(a: Sequence[float], b: Sequence[float], schedule: Schedule) -> float:
+def family_p(a: Sequence[float], b: Sequence[float], schedule: Schedule, level: float) -> float:
     """The comparison's p-value of a drop over the looks its ``len(a)`` pairs reached: min of p / the look's
-    share of the level. It is below a level exactly when a look's signed-rank test is significant at its share
-    of that level, and stopping early only removes looks, so it is a valid p-value for Holm's step-down."""
+    part of the level (``schedule.weights(level)``, ``level`` the combination's own). It is below a level
+    exactly when a look's signed-rank test is significant at its part of that level, and stopping early only
+    removes looks, so it is a valid p-value for Holm's step-down."""
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
-    return min(min(1.0, signed_rank_p(d[:n])[0] / schedule.alpha_at(k, 1.0))
-               for k, n in enumerate(schedule.looks()) if n <= len(d))
+    weights = schedule.weights(level)
+    return min((min(1.0, signed_rank_p(d[:n])[0] / weights[k])
+                for k, n in enumerate(schedule.looks()) if n <= len(d) and weights[k]), default=1.0)
 
 
 def judge_at(a: Sequence[float], b: Sequence[float], schedule: Schedule, threshold: float, alpha: float,
-             mds_alpha: Optional[float] = None) -> gate.Verdict:
-    """The verdict of recorded pairs ``a``, ``b`` at level ``alpha``: the first look that fails at its share of
-    it, else the last look the pairs reached. The MDS is quoted at ``mds_alpha`` (default: ``alpha``)."""
+             level: Optional[float] = None) -> gate.Verdict:
+    """The verdict of recorded pairs ``a``, ``b`` at ``alpha``: the first look that fails at its part of it,
+    else the last look the pairs reached. ``level``: the combination's own (default: ``alpha``), which fixes
+    the looks' parts (``Schedule.weights``) and the level the MDS is quoted at."""
     reached = [(k, n) for k, n in enumerate(schedule.looks()) if n <= len(a)]
     if not reached:
         raise ValueError(f"judge_at() needs at least {schedule.min_pairs} pairs for the first look; received {len(a)}")
-    last = schedule.alpha_at(len(schedule.looks()) - 1, alpha if mds_alpha is None else mds_alpha)
+    level = alpha if level is None else level
+    last = schedule.alpha_at(len(schedule.looks()) - 1, level)
     for k, n in reached:
-        v = judge_pairs(a[:n], b[:n], threshold, schedule.alpha_at(k, alpha), mds_alpha=last)
+        v = judge_pairs(a[:n], b[:n], threshold, schedule.alpha_at(k, alpha, level), mds_alpha=last)
         if v.failed:
             return v
     return v
@@ -173,9 +204,9 @@ def family_verdicts(comparisons: Mapping[str, Tuple[Sequence[float], Sequence[fl
     judged at its Bonferroni share of ``alpha``, then Holm's step-down over their ``family_p``."""
     each = gate.combination_alpha(alpha, len(comparisons))
     verdicts = {k: judge_at(a, b, schedule, threshold, each) for k, (a, b) in comparisons.items()}
-    p_values = {k: family_p(a, b, schedule) for k, (a, b) in comparisons.items()}
-    return gate.family(verdicts, p_values, lambda k, level: judge_at(*comparisons[k], schedule, threshold, level,
-                                                                       mds_alpha=each), alpha)
+    p_values = {k: family_p(a, b, schedule, each) for k, (a, b) in comparisons.items()}
+    return gate.family(verdicts, p_values,
+                       lambda k, at: judge_at(*comparisons[k], schedule, threshold, at, level=each), alpha)
 
 
 PairRunner = Callable[[int], Tuple[float, float]]  # round index -> (A's throughput, B's throughput)
