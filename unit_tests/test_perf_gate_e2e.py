@@ -115,7 +115,7 @@ def test_stored_gate_quality_records_every_session_and_saves_after_every_round(t
 @pytest.mark.slow
 def test_paired_mode_catches_a_planted_slowdown():
     cmd = [sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--candidate=.",
-           f"--only={COMBO}", "--min-rounds=6", "--max-rounds=10", f"--plant-slowdown={PLANT}"]
+           f"--only={COMBO}", "--min-rounds=7", "--max-rounds=7", f"--plant-slowdown={PLANT}"]
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{COMBO}: baseline" in p.stdout and "REGRESSION" in p.stdout
