@@ -101,6 +101,10 @@ def test_schedule_spends_at_most_alpha_and_refuses_useless_shapes():
         assert sum(s.alpha_at(k, level) for k in range(4)) == pytest.approx(level)
     assert sequential.Schedule(5, 4, 7).looks() == [5, 7]
     assert sequential.Schedule(6, 1, 6).alpha_at(0, 0.01) == 0.01
+    with pytest.raises(ValueError, match="min_pairs <= max_pairs"):
+        sequential.Schedule(8, 4, 6)
+    with pytest.raises(ValueError, match="3 <= min_pairs"):
+        sequential.Schedule(2, 1, 6)
 
 
 def test_early_looks_share_the_early_half_only_where_all_pairs_one_way_could_reject():
@@ -169,10 +173,6 @@ def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_th
         assert [f for _, f in stops[s]["now"]] == [f for _, f in stops[s]["ran"]]
         assert min(n for n, _ in stops[s]["ran"]) == 16
     assert sum(n == 12 for n, _ in stops["0.1"]["now"]) >= 35 and sum(n == 12 for n, _ in stops["0.05"]["now"]) >= 18
-    with pytest.raises(ValueError, match="min_pairs <= max_pairs"):
-        sequential.Schedule(8, 4, 6)
-    with pytest.raises(ValueError, match="3 <= min_pairs"):
-        sequential.Schedule(2, 1, 6)
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
