@@ -10,6 +10,7 @@ timed beside each; every other one ran beside a process burning one of the 2 cor
 
 import dataclasses
 import datetime
+import glob
 import itertools
 import json
 import math
@@ -173,6 +174,31 @@ def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_th
         assert [f for _, f in stops[s]["now"]] == [f for _, f in stops[s]["ran"]]
         assert min(n for n, _ in stops[s]["ran"]) == 16
     assert sum(n == 12 for n, _ in stops["0.1"]["now"]) >= 35 and sum(n == 12 for n, _ in stops["0.05"]["now"]) >= 18
+
+
+def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchanged_run():
+    """The unchanged comparisons of the paired records of earlier designs (their plants differ, but unchanged
+    sides carry none), replayed pair by pair through this gate's looks and Holm's step-down: each stops within
+    the pairs it recorded, and none of their 28 runs of unchanged code fails, on three CPU classes."""
+    paths = sorted(glob.glob(os.path.join(QUALITY_RECORDS, "*", "*.paired.json")))
+    runs = {}
+    for path in paths:
+        with open(path) as f:
+            record = json.load(f)
+        schedule = sequential.Schedule(**{k: v for k, v in record["schedule"].items() if k != "reachable_only"})
+        each = gate.combination_alpha(record["alpha"], len(record["combinations"]))
+        ran = min(len(c["0.0"]) for c in record["combinations"].values())
+        for r in range(ran):
+            replayed = {}
+            for key, c in record["combinations"].items():
+                pairs = iter(zip(c["0.0"][r]["a"], c["0.0"][r]["b"]))  # StopIteration: beyond what was recorded
+                _, a, b = sequential.run_sequential(lambda _: next(pairs), schedule, record["threshold"], each)
+                replayed[key] = a, b
+            verdicts = sequential.family_verdicts(replayed, schedule, record["threshold"], record["alpha"])
+            assert not [k for k, v in verdicts.items() if v.failed], (path, r)
+        runs[record["profile_id"]] = runs.get(record["profile_id"], 0) + ran
+    assert runs == {"cpu-amd-epyc-avx2-onednn-2c-tf2.21": 2, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21": 11,
+                    "cpu-xeon-avx512-bf16-onednn-2c-tf2.21": 15}
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
