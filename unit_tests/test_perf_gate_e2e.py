@@ -28,20 +28,39 @@ def _pytest_perf(tmp_path, *extra):
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
 
 
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory):
+    """One recording session of COMBO, made once for the stored tests (a session costs a process start and
+    a measurement): (its folder, the recording's pytest run, its benchmark JSON). A test copies the
+    baselines file into its own folder with ``baselines_in``."""
+    folder = tmp_path_factory.mktemp("recorded")
+    run = _pytest_perf(folder, "--update-baselines")
+    bench = json.loads((folder / "bench.json").read_text()) if run.returncode == 0 else None
+    return folder, run, bench
+
+
+def baselines_in(tmp_path, recording) -> dict:
+    """Copies the recorded baselines file into ``tmp_path``; returns COMBO's entry in it."""
+    folder, run, _ = recording
+    assert run.returncode == 0, run.stdout[-3000:]
+    text = (folder / "e2e-test.json").read_text()
+    (tmp_path / "e2e-test.json").write_text(text)
+    return json.loads(text)["combinations"][COMBO]
+
+
 @pytest.mark.slow
-def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
+def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path, recording):
     missing = _pytest_perf(tmp_path)
     assert missing.returncode == 0, missing.stdout[-3000:]
     assert "no baseline" in missing.stdout and "--update-baselines" in missing.stdout
 
-    record = _pytest_perf(tmp_path, "--update-baselines")
-    assert record.returncode == 0, record.stdout[-3000:]
-    saved = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]
+    saved = baselines_in(tmp_path, recording)
+    _, record, bench = recording
     assert len(saved["sessions"]) == 1
     assert "backtest: one occasion recorded, none to judge against the others" in record.stdout
     samples = saved["sessions"][-1]["samples"]
     assert len(samples) == 5 and min(samples) > 0
-    bench = json.loads((tmp_path / "bench.json").read_text())["benchmarks"][0]
+    bench = bench["benchmarks"][0]
     assert bench["extra_info"]["images_per_sec_rounds"] == samples
     assert bench["stats"]["rounds"] == 5
     rates = bench["extra_info"]["yardstick_rates"]  # the runner's speed, timed before each round
@@ -69,11 +88,10 @@ def test_recorded_baseline_then_planted_slowdown_fails_the_gate(tmp_path):
 
 
 @pytest.mark.slow
-def test_stored_gate_quality_records_every_session_and_saves_after_every_round(tmp_path):
+def test_stored_gate_quality_records_every_session_and_saves_after_every_round(tmp_path, recording):
     from hpcnn.perf import quality, stored
 
-    assert _pytest_perf(tmp_path, "--update-baselines").returncode == 0
-    recorded = json.loads((tmp_path / "e2e-test.json").read_text())["combinations"][COMBO]["sessions"][0]
+    recorded = baselines_in(tmp_path, recording)["sessions"][0]
     saved, lines = [], []
     record = quality.stored_quality(REPO, str(tmp_path), "e2e-test", 2, [float(PLANT)],
                                     ["-k", COMBO, "--perf-rounds=5", "--confirm-pause=0"], log=lines.append,
@@ -160,32 +178,30 @@ def test_gate_quality_resumes_only_a_record_of_the_same_measurement(tmp_path):
 def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_catches_a_planted_slowdown(tmp_path):
     record = tmp_path / "q.json"
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", f"--only={COMBO}",
-                        "--slowdowns=0.5", "--min-rounds=8", "--max-rounds=8", "--runs=2", f"--json={record}"],
-                       cwd=REPO, capture_output=True, text=True, timeout=600)
+                        "--slowdowns=0.5", "--min-rounds=7", "--max-rounds=7", "--restart-every=0", "--runs=2",
+                        f"--json={record}"], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-2000:]
     r = json.loads(record.read_text())
-    assert r["workers"] == "fresh per run" and r["restart_every"] == 4 and r["summary"]["runs"] == 2
+    assert r["workers"] == "fresh per run" and r["restart_every"] == 0 and r["summary"]["runs"] == 2
     assert r["settle_chunks"] == 1  # resumable only by a run that settles fresh processes alike
     unchanged, planted = r["combinations"][COMBO]["0.0"], r["combinations"][COMBO]["0.5"]
     pids = [{p for pair in x["pids"] for p in pair} for x in unchanged + planted]
     assert not (pids[0] | pids[2]) & (pids[1] | pids[3])  # run 2 timed none of run 1's processes
-    for x in unchanged + planted:  # 8 pairs over two process pairs: both sides restarted before pair 4
-        assert len(x["pids"]) == 8 and len(set(map(tuple, x["pids"]))) == 2
-        assert x["pids"][3] == x["pids"][0] and set(x["pids"][4]).isdisjoint(x["pids"][3])
+    for x in unchanged + planted:  # one process pair per comparison here: restarts inside one are tested by
+        assert len(x["pids"]) == 7 and len(set(map(tuple, x["pids"]))) == 1  # pair_runner's and a Side's tests
     assert [x["verdict"] for x in planted] == ["REGRESSION"] * 2 and all(x["ratio"] < 0.8 for x in planted)
-    # one code change: the restarted B plants the amount of work its first process sized, and measures it again
     assert r["plant"] == paired.PLANT and [x["units"] for x in unchanged] == [[], []]
     first = planted[0]["units"]
-    assert len(first) == 2 and first[0] > 0 and first[1] == first[0]
-    # ... and run 2 plants the amount run 1 searched: one code change through the measurement
+    assert len(first) == 1 and first[0] > 0
+    # run 2's fresh B plants the amount run 1 searched: one code change through the measurement
     assert planted[1]["units"] == first
     assert r["summary"]["flagged"]["0.5"] == 2 and "planted  50%: 2/2 runs caught" in p.stdout
-    # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 2 blocks of 4 pairs
+    # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 1 block of 7 pairs
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",
                         f"--paired-json={record}", "--combinations=20", "--draws=100"], cwd=REPO,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
-    assert "20 unchanged combinations x 20 matrices resampled from 4 recorded process-pair blocks" in p.stdout
+    assert "20 unchanged combinations x 20 matrices resampled from 2 recorded process-pair blocks" in p.stdout
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
@@ -226,7 +242,7 @@ def test_a_plant_units_file_that_is_not_units_of_work_is_refused_before_anything
 
 
 @pytest.mark.slow
-def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survives_the_rebuild():
+def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survives_rebuild_and_restart():
     from hpcnn.perf import paired
     from hpcnn.perf.matrix import build_matrix
 
@@ -244,6 +260,13 @@ def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survi
         assert planted.losses == first  # the planted work leaves the loss as it is
         slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
         assert slowed > 1.5, slowed  # the rebuilt step still carries the planted work (3x the step)
+        # one code change: a restarted side is a new process planting the amount its first process sized,
+        units, pid = list(planted.planted_units), planted.pids[-1]
+        planted.restart()
+        assert planted.pids[-1] != pid and len(units) == 1 and units[0] > 0 and planted.planted_units == units * 2
+        assert planted.planted_fraction > 1.0  # its size measured in each process
+        slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
+        assert slowed > 1.5, slowed
     finally:
         plain.close()
         planted.close()
