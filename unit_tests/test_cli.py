@@ -132,7 +132,10 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
     (["hpcnn.perf.cli", "bisect", "--good=HEAD~1", "--restart-every=-1"],
      "hpcnn-perf: error: argument --restart-every: -1 is not a whole number of round pairs (0: never restart)"),
     (["hpcnn.perf.cli", "gate-quality", "--slowdowns=0.05,abc"],
-     "hpcnn-perf: error: argument --slowdowns: 0.05,abc is not a comma-separated list of fractions between 0 and 1"),
+     "hpcnn-perf: error: argument --slowdowns: 0.05,abc is not a comma-separated list of fractions, each 0 <= f < 1"),
+    (["hpcnn.perf.cli", "gate-quality", "--slowdowns=1.5"],
+     "hpcnn-perf: error: argument --slowdowns: 1.5 is not a comma-separated list of fractions, each 0 <= f < 1 "
+     "(0 alone: unchanged code only)"),
 ])
 def test_every_command_reports_usage_errors_as_one_line_with_exit_2(argv, line):
     p = subprocess.run([sys.executable, "-m", *argv], capture_output=True, text=True, timeout=120)

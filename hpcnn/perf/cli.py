@@ -53,8 +53,9 @@ def _slowdowns(text):
         values = [float(x) for x in text.split(",")]
     except ValueError:
         values = []
-    if not values or not all(0 < v < 1 for v in values):
-        raise argparse.ArgumentTypeError(f"{text} is not a comma-separated list of fractions between 0 and 1")
+    if not values or not all(0 <= v < 1 for v in values):
+        raise argparse.ArgumentTypeError(f"{text} is not a comma-separated list of fractions, each 0 <= f < 1 "
+                                         "(0 alone: unchanged code only)")
     return values
 
 
@@ -104,7 +105,8 @@ def _parser():
     q.add_argument("--mode", choices=["paired", "stored", "simulate"], default="paired")
     q.add_argument("--runs", type=int, default=20)
     q.add_argument("--slowdowns", type=_slowdowns, default=None,
-                   help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored)")
+                   help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored; 0: none, unchanged "
+                        "code only, to count false failures)")
     q.add_argument("--json", help="write every figure here")
     q.add_argument("--resume", action="store_true",
                    help="paired: add the runs to the --json record of earlier sessions on this profile")
