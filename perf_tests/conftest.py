@@ -147,21 +147,26 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("combo", combos, ids=[c.key for c in combos])
 
 
-def pytest_sessionstart(session):
-    import tensorflow as tf
-
-    from hpcnn.perf.gate import min_rounds
-
-    config = session.config
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    """Refuses what the flags alone get wrong before the root conftest loads TensorFlow (2 s, not 10)."""
     rounds = config.getoption("--perf-rounds")
-    if rounds < min_rounds():
+    if rounds < gate.min_rounds():
         raise pytest.UsageError(f"--perf-rounds={rounds} is too few for the gate to detect anything; "
-                                f"allowed: {min_rounds()} or more")
+                                f"allowed: {gate.min_rounds()} or more")
     pause = config.getoption("--confirm-pause")
     if not pause >= 0:
         raise pytest.UsageError(f"--confirm-pause={pause:g} is not a pause; allowed: 0 or more seconds")
     if config.getoption("--baseline-sessions") < 1:
         raise pytest.UsageError(f"--baseline-sessions={config.getoption('--baseline-sessions')} must be at least 1")
+    read_plant_units(config.getoption("--plant-units"))
+
+
+def pytest_sessionstart(session):
+    import tensorflow as tf
+
+    config = session.config
+    pause = config.getoption("--confirm-pause")
     plant_units = read_plant_units(config.getoption("--plant-units"))
     profile = detect()
     pid = config.getoption("--hardware-profile") or profile_id(profile)

@@ -145,15 +145,20 @@ def _combos(args, device) -> List[Combination]:
     return runnable
 
 
-def _schedule(args, combinations: int = 1):
-    """The sequential schedule the flags ask for, refused if its last look cannot reach the gate's level."""
+def _schedule_shape(args):
+    """The sequential schedule the flags ask for, refused if it is not one (checked before TensorFlow loads)."""
     from hpcnn.perf.sequential import MIN_PAIRS, Schedule
 
     try:
-        schedule = Schedule(args.min_rounds, Schedule.step, args.max_rounds)
+        return Schedule(args.min_rounds, Schedule.step, args.max_rounds)
     except ValueError:
         _usage(f"--min-rounds={args.min_rounds} --max-rounds={args.max_rounds} is not a schedule; "
                f"allowed: {MIN_PAIRS} <= --min-rounds <= --max-rounds")
+
+
+def _schedule(args, combinations: int = 1):
+    """The sequential schedule the flags ask for, refused if its last look cannot reach the gate's level."""
+    schedule = _schedule_shape(args)
     last = schedule.alpha_at(len(schedule.looks()) - 1, gate.combination_alpha(gate.DEFAULT_ALPHA, combinations))
     if 0.5 ** args.max_rounds >= last:  # the smallest one-sided signed-rank p of n pairs is 1/2^n
         need = next(n for n in range(args.min_rounds, 64) if 0.5 ** n < last)
@@ -197,16 +202,17 @@ def cmd_compare(args):
     from hpcnn.perf import sequential
     from hpcnn.perf.report import format_table
 
-    device = _device(args)
-    combos = _combos(args, device)
-    schedule = _schedule(args, len(combos))
-    each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos))
+    _schedule_shape(args)  # what the flags alone can refuse is refused before TensorFlow loads (seconds)
     comparisons, alone = {}, {}
     with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
         try:
             a_dir, b_dir = (trees.source(s) for s in (args.baseline, args.candidate))
         except BisectError as e:
             _usage(str(e))
+        device = _device(args)
+        combos = _combos(args, device)
+        schedule = _schedule(args, len(combos))
+        each = gate.combination_alpha(gate.DEFAULT_ALPHA, len(combos))
         for combo in combos:
             a, b = paired.open_pair(a_dir, b_dir, combo, device, args.plant_slowdown)
             try:
@@ -241,12 +247,13 @@ def cmd_bisect(args):
     """The first commit in --good..--bad where one combination got slower, by paired comparisons against good."""
     from hpcnn.perf import bisection
 
-    device = _device(args)
-    combo = _one_combo(args, device)
+    _schedule_shape(args)
     try:
         commits = bisection.commits_between(args.good, args.bad)
     except BisectError as e:
         _usage(str(e))
+    device = _device(args)
+    combo = _one_combo(args, device)
     print(f"bisect {combo.key}: {len(commits)} commit(s) after {args.good} up to {args.bad}, each judged against "
           f"{args.good} (paired, at most {args.max_rounds} round pairs, threshold {args.threshold:.0%})", flush=True)
     with tempfile.TemporaryDirectory() as work, Worktrees(work) as trees:
@@ -350,6 +357,8 @@ def cmd_gate_quality(args):
     if args.resume and args.mode != "paired":
         _usage(f"--resume extends a --mode=paired record; --mode={args.mode} has none")
     if args.mode == "paired":
+        earlier = _resumed(args) if args.resume else None  # refused before TensorFlow loads if unreadable
+        _schedule_shape(args)
         device = _device(args)
         combos = _combos(args, device)
         save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
@@ -357,7 +366,8 @@ def cmd_gate_quality(args):
         from hpcnn.perf.profile import detect, profile_id
 
         pid = profile_id(detect())
-        earlier = _resumable(args, quality, pid, combos, slowdowns, schedule) if args.resume else None
+        if earlier is not None:
+            _check_resumable(args, quality, earlier, pid, combos, slowdowns, schedule)
         record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
                                         gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
                                         restart_every=args.restart_every)
@@ -394,20 +404,26 @@ def cmd_gate_quality(args):
     return 0
 
 
-def _resumable(args, quality, pid, combos, slowdowns, schedule) -> dict:
-    """The --json record that --resume extends, checked to be the same measurement on this profile."""
+def _resumed(args) -> dict:
+    """The --json record that --resume extends, as read (``_check_resumable`` checks it)."""
     if not args.json:
         _usage("--resume needs --json=PATH, the record of the earlier sessions")
     try:
         with open(args.json) as f:
-            earlier = json.load(f)
-        quality.check_resumable(earlier, pid, combos, slowdowns, schedule, args.threshold, gate.DEFAULT_ALPHA,
-                                args.restart_every)
+            return json.load(f)
     except OSError as e:
         _usage(f"--resume: cannot read {args.json} ({e.strerror})")
+    except ValueError as e:
+        _usage(f"--resume: {args.json}: {e}")
+
+
+def _check_resumable(args, quality, earlier, pid, combos, slowdowns, schedule) -> None:
+    """Refuses a --resume record that is not the same measurement on this profile."""
+    try:
+        quality.check_resumable(earlier, pid, combos, slowdowns, schedule, args.threshold, gate.DEFAULT_ALPHA,
+                                args.restart_every)
     except (ValueError, AttributeError, TypeError) as e:
         _usage(f"--resume: {args.json}: {e}")
-    return earlier
 
 
 def _simulate(args, quality):
