@@ -388,7 +388,8 @@ def cmd_gate_quality(args):
         save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
         try:
             record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
-                                            args.pytest_args.split(), args.pause_seconds, save=save)
+                                            args.pytest_args.split(), args.pause_seconds, save=save,
+                                            on_session=_print_false_failure)
         except baselines.BaselineError as e:
             _usage(str(e))
         for s, summary in record["summary"].items():
@@ -402,6 +403,15 @@ def cmd_gate_quality(args):
     if args.json:
         jsonfile.write_atomically(args.json, record)
     return 0
+
+
+def _print_false_failure(slowdown: float, process) -> None:
+    """An unchanged session that failed: its gate's own report, as it happened (its rounds are in the record)."""
+    if slowdown == 0 and process.returncode == 1:
+        from hpcnn.perf.quality import gate_report
+
+        print("\n".join(["false failure, unchanged code:", *("  " + line for line in gate_report(process.stdout))]),
+              flush=True)
 
 
 def _resumed(args) -> dict:

@@ -213,9 +213,11 @@ STORED_PLANT = "one amount per combination and level, searched by the level's fi
 
 def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, slowdowns: Sequence[float],
                    pytest_args: Sequence[str] = (), pause_s: float = 0.0, log=print,
-                   save: Optional[Callable[[dict], None]] = None) -> dict:
+                   save: Optional[Callable[[dict], None]] = None,
+                   on_session: Optional[Callable[[float, subprocess.CompletedProcess], object]] = None) -> dict:
     """``runs`` rounds of pytest sessions (unchanged, then each slowdown) judged against recorded baselines;
-    ``save`` gets the record, summary included, after every round (an hour's measurement survives a cut).
+    ``save`` gets the record, summary included, after every round (an hour's measurement survives a cut);
+    ``on_session(slowdown, process)`` gets each finished session (its output: ``gate_report``).
 
     The record keeps the baselines file as it was judged against (``baselines``) and each combination's rounds
     and yardstick rates, so that ``judge_again`` can judge the same sessions with another gate later."""
@@ -248,6 +250,8 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                     write_atomically(units, record["plant_units"][str(s)])
                 record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
                                                    "combinations": verdicts})
+                if on_session:
+                    on_session(s, p)
                 log(f"session {run + 1} planted {s:.0%}: " + ", ".join(
                     f"{k} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items())
                     + "".join(f"; runner at {v['runner_speed']:.2f}x" for v in list(verdicts.values())[:1]
@@ -258,6 +262,14 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
             if pause_s and run < runs - 1:
                 time.sleep(pause_s)
     return record
+
+
+def gate_report(stdout: str) -> List[str]:
+    """The lines a ``pytest perf_tests`` session printed from its gate's table on (verdicts, then each
+    regression's message and the commands that investigate it)."""
+    lines = stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("hpcnn perf gate, profile ")), len(lines))
+    return lines[start:]
 
 
 # per combination of a session: the verdict, and the raw rounds and yardstick rates it came from, so that the
