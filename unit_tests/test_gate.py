@@ -151,22 +151,32 @@ ZEN4_PAIRED = os.path.join(QUALITY_RECORDS, "per-process-plants",
                            "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # runs of the smoke matrix
 
 
+def _in_order(comparison: dict, schedule: sequential.Schedule, threshold: float, alpha: float):
+    """A recorded comparison's pairs run again in the order they ran, through ``schedule``: (verdict, A's rounds,
+    B's rounds). StopIteration: the schedule would want more pairs than were recorded."""
+    pairs = iter(zip(comparison["a"], comparison["b"]))
+    return sequential.run_sequential(lambda _: next(pairs), schedule, threshold, alpha)
+
+
+def _as_placed_now(fields: dict) -> sequential.Schedule:
+    """A recorded schedule's pairs and looks, with its looks' parts of the level placed as this gate places them."""
+    return sequential.Schedule(**{k: v for k, v in fields.items() if k != "reachable_only"})
+
+
 def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_the_same_verdicts():
     """The six Xeon runs ran with equal parts, so no planted slowdown could stop before 16 pairs; with the
     early half on the looks at 12 and 16, the same recorded pairs catch what they caught, mostly at 12 pairs,
     and unchanged code still fails nowhere (every pair beyond a new stop was recorded, so the replay is exact)."""
     with open(XEON_PAIRED) as f:
         record = json.load(f)
-    ran = sequential.Schedule.recorded(record["schedule"])
-    now = sequential.Schedule(**{k: v for k, v in vars(ran).items() if k != "reachable_only"})
+    ran, now = sequential.Schedule.recorded(record["schedule"]), _as_placed_now(record["schedule"])
     each, threshold = record["combination_alpha"], record["threshold"]
     stops = {s: {"ran": [], "now": []} for s in ("0.0", "0.05", "0.1")}
     for c in record["combinations"].values():
         for s, comparisons in c.items():
             for x in comparisons:
                 for tag, schedule in (("ran", ran), ("now", now)):
-                    pairs = iter(zip(x["a"], x["b"]))
-                    v, a, _ = sequential.run_sequential(lambda r: next(pairs), schedule, threshold, each)
+                    v, a, _ = _in_order(x, schedule, threshold, each)
                     stops[s][tag].append((len(a), v.failed))
                 assert stops[s]["ran"][-1] == (x["pairs"], x["verdict"] == gate.REGRESSION)
     assert stops["0.0"]["now"] == stops["0.0"]["ran"]  # 0/42 failed: unchanged pairs never reach 12 all one way
@@ -185,14 +195,13 @@ def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchange
     for path in paths:
         with open(path) as f:
             record = json.load(f)
-        schedule = sequential.Schedule(**{k: v for k, v in record["schedule"].items() if k != "reachable_only"})
+        schedule = _as_placed_now(record["schedule"])
         each = gate.combination_alpha(record["alpha"], len(record["combinations"]))
         ran = min(len(c["0.0"]) for c in record["combinations"].values())
         for r in range(ran):
             replayed = {}
             for key, c in record["combinations"].items():
-                pairs = iter(zip(c["0.0"][r]["a"], c["0.0"][r]["b"]))  # StopIteration: beyond what was recorded
-                _, a, b = sequential.run_sequential(lambda _: next(pairs), schedule, record["threshold"], each)
+                _, a, b = _in_order(c["0.0"][r], schedule, record["threshold"], each)
                 replayed[key] = a, b
             verdicts = sequential.family_verdicts(replayed, schedule, record["threshold"], record["alpha"])
             assert not [k for k, v in verdicts.items() if v.failed], (path, r)
