@@ -1145,24 +1145,25 @@ def test_the_shipped_live_stored_record_with_confirmation_is_what_this_gate_deci
     assert len(below) == 6 and all(planted[k]["failed"] >= 19 for k in below), planted
 
 
-def test_the_zen3_live_stored_record_of_a_slow_day_is_what_this_gate_decides_and_where_it_failed():
-    """The Zen 3 record of 19:12-19:56 on 2026-11-27: unchanged code alone (--slowdowns=0), 17 sessions against
-    the file as shipped (three occasions, 2026-11-24 and -25), each on a new occasion. The runner read
-    0.43-0.66x its recorded yardstick speed, and every combination 0.66-0.96 of what the file's slopes
-    (0.45-0.62) predict there: today the models slowed with the yardstick further than on the file's
-    occasions. Where a runner lay over 10% beyond a combination's recorded speeds only drops beyond 35% fail;
-    inside that margin three first failures, two cleared once re-measured, and one confirmed: trivial-independent
-    at 0.705 with the runner at 0.56x, re-measured at 0.766. A known false failure, held here so that a change to
-    the stored gate shows what it does to it."""
-    record = _judged_again_as_it_ran(ZEN3_STORED, sessions_per_level=17, span_s=2400)
+def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decides_and_where_it_failed():
+    """The Zen 3 record of 2026-11-27, unchanged code alone (--slowdowns=0) against the file as shipped (three
+    occasions, 2026-11-24 and -25), each session on a new occasion: 17 sessions at 19:12-19:56 and 20 at
+    21:14-22:01. The runner read 0.43-0.71x the speed each combination was recorded at, and the combinations
+    0.66-0.97 of what the file's slopes (0.45-0.62) predict there: on both spells the models slowed with the
+    yardstick further than on the file's occasions. Where a runner lay over 10% beyond a combination's recorded
+    speeds only drops beyond 35% fail; inside that margin five first failures, three cleared once re-measured,
+    and two confirmed, both trivial-independent just inside the margin: 0.705 at 0.56x (re-measured at 0.766)
+    and 0.684 at 0.55x (re-measured at 0.728). Known false failures, held here so that a change to the stored
+    gate shows what it does to them."""
+    record = _judged_again_as_it_ran(ZEN3_STORED, sessions_per_level=37, span_s=2.5 * 3600)
     assert list(record["sessions"]) == ["0.0"] and _recorded_days(record) == {"2026-11-24", "2026-11-25"}
     combos = [v for s in record["sessions"]["0.0"] for v in s["combinations"].values()]
-    assert all(0.42 < v["runner_speed"] < 0.67 and 0.65 < v["ratio"] < 0.97 for v in combos)
+    assert all(0.42 < v["runner_speed"] < 0.72 and 0.65 < v["ratio"] < 0.98 for v in combos)
     summary = quality.summarize_stored(record)
-    assert summary["0.0"]["failed"] == 1 and summary["0.0"]["failed_first"] == 3
+    assert summary["0.0"]["failed"] == 2 and summary["0.0"]["failed_first"] == 5
     confirmed = [(i, k) for i, s in enumerate(record["sessions"]["0.0"]) for k, v in s["combinations"].items()
                  if v["verdict"] == gate.REGRESSION]
-    assert confirmed == [(0, "trivial-independent-NHWC-2dev-fp32-b32")]
+    assert confirmed == [(0, "trivial-independent-NHWC-2dev-fp32-b32"), (22, "trivial-independent-NHWC-2dev-fp32-b32")]
 
 
 def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_two_occasions():
