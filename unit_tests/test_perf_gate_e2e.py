@@ -90,6 +90,8 @@ def test_stored_sessions_fail_on_a_planted_slowdown_and_gate_quality_records_eac
     assert "throughput regression" in slowed.stdout and "REGRESSION" in slowed.stdout
     report = quality.gate_report(slowed.stdout)
     assert report[0].startswith("hpcnn perf gate, profile e2e-test: 1 combination(s) judged")
+    assert "benchmark:" in slowed.stdout and not [x for x in report if "benchmark:" in x or not x.strip()]
+    assert report[-1].startswith("  which ")  # the gate's lines end with the commands that investigate
     row = next(line for line in report if line.startswith(COMBO + " "))  # the table row
     assert float(row.split()[3]) < 0.6  # about 1/3: the planted work is real
     assert "confirmed: re-measured 2 s later: ratio " in slowed.stdout

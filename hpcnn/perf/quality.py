@@ -265,11 +265,12 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
 
 
 def gate_report(stdout: str) -> List[str]:
-    """The lines a ``pytest perf_tests`` session printed from its gate's table on (verdicts, then each
-    regression's message and the commands that investigate it)."""
+    """The gate's own lines of a ``pytest perf_tests`` session: its table of verdicts, then each regression's
+    message and the commands that investigate it, up to the blank line before pytest-benchmark's table."""
     lines = stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith("hpcnn perf gate, profile ")), len(lines))
-    return lines[start:]
+    end = next((i for i in range(start, len(lines)) if not lines[i].strip()), len(lines))
+    return lines[start:end]
 
 
 # per combination of a session: the verdict, and the raw rounds and yardstick rates it came from, so that the
