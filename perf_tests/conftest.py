@@ -159,7 +159,7 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--confirm-pause={pause:g} is not a pause; allowed: 0 or more seconds")
     if config.getoption("--baseline-sessions") < 1:
         raise pytest.UsageError(f"--baseline-sessions={config.getoption('--baseline-sessions')} must be at least 1")
-    read_plant_units(config.getoption("--plant-units"))
+    config._hpcnn_plant_units = read_plant_units(config.getoption("--plant-units"))
 
 
 def pytest_sessionstart(session):
@@ -167,7 +167,6 @@ def pytest_sessionstart(session):
 
     config = session.config
     pause = config.getoption("--confirm-pause")
-    plant_units = read_plant_units(config.getoption("--plant-units"))
     profile = detect()
     pid = config.getoption("--hardware-profile") or profile_id(profile)
     directory = config.getoption("--baselines-dir") or os.path.join(REPO, "baselines")
@@ -189,7 +188,7 @@ def pytest_sessionstart(session):
     config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
                                      commit=baselines_lib.current_commit(),
                                      confirm_pause=None if config.getoption("--no-confirm") else pause,
-                                     plant_units=plant_units)
+                                     plant_units=config._hpcnn_plant_units)
 
 
 def read_plant_units(path: Optional[str]) -> Dict[str, int]:
