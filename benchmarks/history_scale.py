@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHIPPED = os.path.join(REPO, "baselines", "cpu-amd-epyc-avx2-onednn-2c-tf2.21.json")
+SHIPPED = os.path.join(REPO, "baselines", "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.json")
 PROFILE = "scale-test"
 START = datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc)
 

@@ -44,6 +44,17 @@ def cpu_model() -> str:
     return _cpuinfo_field("model name") or platform.processor() or "unknown"
 
 
+def cpu_family_model() -> str:
+    """The x86 CPU's family and model numbers as ``f<family>m<model>`` (``f25m17``), else "".
+
+    Cloud VMs report one model name ("AMD EPYC") for several microarchitectures whose
+    throughput differs (Zen 3, Zen 4 and Zen 5 all do); the family and model numbers
+    tell them apart. Where /proc/cpuinfo has no such fields (not x86) it is "".
+    """
+    family, model = _cpuinfo_field("cpu family"), _cpuinfo_field("model")
+    return f"f{family}m{model}" if family.isdigit() and model.isdigit() else ""
+
+
 def cpu_flags() -> FrozenSet[str]:
     """The CPU's feature flags as /proc/cpuinfo lists them (empty where there is none)."""
     return frozenset(_cpuinfo_field("flags").split())
@@ -87,6 +98,7 @@ def describe() -> dict:
         gpus.append(details.get("device_name", gpu.name))
     return {
         "cpu_model": cpu_model(),
+        "cpu_family_model": cpu_family_model() or None,
         "cpu_isa": isa_tier(cpu_flags()),
         "cpu_cores": usable_cores(),
         **backend.describe(),

@@ -146,9 +146,10 @@ def test_clearly_equal_sides_stop_at_the_first_look():
 
 
 QUALITY_RECORDS = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality")
-XEON_PAIRED = os.path.join(QUALITY_RECORDS, "equal-part-looks", "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.paired.json")
+XEON_PAIRED = os.path.join(QUALITY_RECORDS, "equal-part-looks",
+                           "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.paired.json")
 ZEN4_PAIRED = os.path.join(QUALITY_RECORDS, "per-process-plants",
-                           "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.paired.json")  # runs of the smoke matrix
+                           "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json")  # runs of the smoke matrix
 
 
 def _in_order(comparison: dict, schedule: sequential.Schedule, threshold: float, alpha: float):
@@ -206,8 +207,9 @@ def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchange
             verdicts = sequential.family_verdicts(replayed, schedule, record["threshold"], record["alpha"])
             assert not [k for k, v in verdicts.items() if v.failed], (path, r)
         runs[record["profile_id"]] = runs.get(record["profile_id"], 0) + ran
-    assert runs == {"cpu-amd-epyc-avx2-onednn-2c-tf2.21": 2, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21": 11,
-                    "cpu-xeon-avx512-bf16-onednn-2c-tf2.21": 15}
+    assert runs == {"cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21": 2,
+                    "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21": 11,
+                    "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21": 15}
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
@@ -954,7 +956,7 @@ TWO_SESSIONS = _load("quality_two_sessions.json")  # gate-quality --only=trivial
 
 def test_later_runs_of_a_quality_measurement_plant_the_amount_of_work_its_first_run_searched():
     """In the Xeon run of 03:40-04:37 each run still searched its own amount; a run now takes the first one's."""
-    path = os.path.join(QUALITY_RECORDS, "per-run-plants", "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.paired.json")
+    path = os.path.join(QUALITY_RECORDS, "per-run-plants", "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.paired.json")
     with open(path) as f:
         record = json.load(f)
     per = record["combinations"]["trivial-parameter_server-NHWC-1dev-fp32-b32"]
@@ -998,37 +1000,37 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     # recorded when every early look had an equal part of the level, reachable or not: another schedule
     with pytest.raises(ValueError, match=r"schedule is \{'min_pairs': 4, 'step': 4, 'max_pairs': 8\}, this run's "
                                          r"\{'min_pairs': 4, 'step': 4, 'max_pairs': 8, 'reachable_only': True\}"):
-        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+        quality.check_resumable(TWO_SESSIONS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     two_sessions = {**TWO_SESSIONS, "schedule": vars(same["schedule"])}  # given the schedule, older fields refuse
     # recorded before each run started its own workers: another measurement (twenty looks at one worker pair)
     with pytest.raises(ValueError, match="workers is None, this run's 'fresh per run'"):
-        quality.check_resumable(two_sessions, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+        quality.check_resumable(two_sessions, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     # fresh workers, but each comparison over one process pair: another measurement too
     with pytest.raises(ValueError, match="restart_every is None, this run's 4"):
         quality.check_resumable({**two_sessions, "workers": quality.FRESH_WORKERS},
-                                "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+                                "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     # restarts, but the first pair of each process pair timed from a cold step: another measurement as well
     with pytest.raises(ValueError, match="settle_chunks is None, this run's 1"):
         quality.check_resumable({**two_sessions, "workers": quality.FRESH_WORKERS, "restart_every": 4},
-                                "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+                                "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     # settled, but each restarted process sized its own plant and reported the measurement that ended its search
     settled = {**two_sessions, "workers": quality.FRESH_WORKERS, "restart_every": 4, "settle_chunks": 1}
     with pytest.raises(ValueError, match="plant is None, this run's 'one amount per combination and level"):
-        quality.check_resumable(settled, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+        quality.check_resumable(settled, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     # one amount per side, but each run searched its own from 10-pair measurements: another code change each run
     per_run = {**settled, "plant": "one amount per side, sized in the pair's chunks, measured afresh"}
     with pytest.raises(ValueError, match="plant is \"one amount per side, sized in the pair's chunks"):
-        quality.check_resumable(per_run, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+        quality.check_resumable(per_run, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     fresh = {**settled, "plant": paired.PLANT}
-    quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+    quality.check_resumable(fresh, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="restart_every is 4, this run's 2"):
-        quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same, restart_every=2)
-    with pytest.raises(ValueError, match="profile_id is 'cpu-amd-epyc-avx2-onednn-2c-tf2.21'"):
+        quality.check_resumable(fresh, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same, restart_every=2)
+    with pytest.raises(ValueError, match="profile_id is 'cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21'"):
         quality.check_resumable(fresh, "cpu-amd-epyc-avx512-amx-onednn-2c-tf2.21", **same)
     with pytest.raises(ValueError, match="levels"):
-        quality.check_resumable(fresh, "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **{**same, "slowdowns": [0.05]})
+        quality.check_resumable(fresh, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **{**same, "slowdowns": [0.05]})
     with pytest.raises(ValueError, match="not a record"):
-        quality.check_resumable([1], "cpu-amd-epyc-avx2-onednn-2c-tf2.21", **same)
+        quality.check_resumable([1], "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
 
 
 # -- simulated matrices of paired comparisons --------------------------------------------------------------------
@@ -1093,10 +1095,10 @@ def test_simulated_paired_matrices_keep_each_process_pairs_offset():
         quality.simulate_paired({"x": []})
 
 
-ZEN4_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.stored.json")
-XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-avx512-bf16-onednn-2c-tf2.21.stored.json")
+ZEN4_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.stored.json")
+XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.stored.json")
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf
-ZEN3_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-avx2-onednn-2c-tf2.21.stored.json")
+ZEN3_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.stored.json")
 
 
 def _judged_again_as_it_ran(path, sessions_per_level=20, span_s=3600):

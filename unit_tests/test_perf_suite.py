@@ -3,6 +3,7 @@
 import dataclasses
 import json
 import os
+import pathlib
 
 import pytest
 
@@ -12,8 +13,8 @@ from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_
 from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
 from unit_tests.recorded import DATA, SLOW_SPELLS
 
-CPU = {"cpu_model": "AMD EPYC", "cpu_isa": "avx2", "onednn": True, "cpu_cores": 2, "gpu_models": [],
-       "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None, "cudnn": None}
+CPU = {"cpu_model": "AMD EPYC", "cpu_family_model": "f25m1", "cpu_isa": "avx2", "onednn": True, "cpu_cores": 2,
+       "gpu_models": [], "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None, "cudnn": None}
 GPU = {**CPU, "cpu_cores": 96, "gpu_models": ["NVIDIA H100 80GB HBM3"] * 8, "gpu_count": 8, "cuda": "12.5",
        "cudnn": "9", "gpu_model": "NVIDIA H100 80GB HBM3", "gpu_memory_gb": 80, "gpu_compute_capability": "9.0",
        "gpu_mig": False, "gpu_driver_major": "550"}
@@ -26,10 +27,16 @@ SMI_T4 = "Tesla T4, 15360, 535.104.05, 7.5, [N/A]\n"
 
 
 def test_profile_ids_are_short_readable_and_name_every_identity_field():
-    assert profile_id(CPU) == "cpu-amd-epyc-avx2-onednn-2c-tf2.21"
-    assert profile_id({**CPU, "cpu_isa": "amx", "onednn": False}) == "cpu-amd-epyc-amx-2c-tf2.21"
-    assert profile_id({**CPU, "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"}).startswith(
-        "cpu-xeon-8481c-avx2")
+    assert profile_id(CPU) == "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21"
+    assert profile_id({**CPU, "cpu_isa": "amx", "onednn": False}) == "cpu-amd-epyc-f25m1-amx-2c-tf2.21"
+    # Zen 4 and Zen 5 VMs both call themselves "AMD EPYC" with AVX512-BF16: only family/model parts them
+    zen4, zen5 = ({**CPU, "cpu_isa": "avx512-bf16", "cpu_family_model": fm} for fm in ("f25m17", "f26m2"))
+    assert (profile_id(zen4), profile_id(zen5)) == ("cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21",
+                                                    "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21")
+    assert differences(zen4, zen5) == ["cpu_family_model: recorded 'f25m17', here 'f26m2'"]
+    assert profile_id({**CPU, "cpu_family_model": None}) == "cpu-amd-epyc-avx2-onednn-2c-tf2.21"  # not x86
+    assert profile_id({**CPU, "cpu_model": "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz",
+                       "cpu_family_model": "f6m143"}).startswith("cpu-xeon-8481c-f6m143-avx2")
     assert profile_id(GPU) == "gpu-h100-80gb-x8-cc9.0-tf2.21-cuda12.5-cudnn9-drv550"
     t4 = {**GPU, "gpu_model": "Tesla T4", "gpu_memory_gb": 15, "gpu_count": 1, "gpu_compute_capability": "7.5"}
     assert profile_id(t4) == "gpu-t4-15gb-x1-cc7.5-tf2.21-cuda12.5-cudnn9-drv550"
@@ -38,8 +45,9 @@ def test_profile_ids_are_short_readable_and_name_every_identity_field():
 
 def _one_field_changed(base):
     """For every identity field of ``base``, a copy differing in that field only."""
-    other = {"cpu_model": "Intel Xeon 8481C", "cpu_isa": "amx", "onednn": not base["onednn"], "cpu_cores": 4,
-             "tensorflow": "2.22.0", "gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_memory_gb": 40, "gpu_count": 4,
+    other = {"cpu_model": "Intel Xeon 8481C", "cpu_family_model": "f26m2", "cpu_isa": "amx",
+             "onednn": not base["onednn"], "cpu_cores": 4, "tensorflow": "2.22.0",
+             "gpu_model": "NVIDIA A100-SXM4-80GB", "gpu_memory_gb": 40, "gpu_count": 4,
              "gpu_compute_capability": "8.0", "gpu_mig": True, "gpu_driver_major": "535", "cuda": "12.2",
              "cudnn": "8"}
     return {field: {**base, field: other[field]} for field in identity(base)}
@@ -81,9 +89,17 @@ def test_detected_profile_describes_this_machine():
     assert p["cpu_isa"] == hardware.isa_tier(hardware.cpu_flags())
     assert p["onednn"] is backend.onednn_enabled()
     assert p["tensorflow"].startswith("2.") and p["gpu_count"] == len(p["gpu_models"])
+    cpuinfo = pathlib.Path("/proc/cpuinfo")
+    first = cpuinfo.read_text().split("\n\n")[0] if cpuinfo.exists() else ""
+    fields = dict(line.split(":", 1) for line in first.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if "cpu family" in fields:  # x86
+        assert p["cpu_family_model"] == f"f{fields['cpu family']}m{fields['model']}"
     pid = profile_id(p)
     if not p["gpu_count"]:
         assert pid.startswith("cpu-") and (f"-{p['cpu_isa']}-onednn-" in pid) is p["onednn"]
+        if p["cpu_family_model"]:
+            assert f"-{p['cpu_family_model']}-{p['cpu_isa']}" in pid
 
 
 def test_baselines_append_sessions_keep_the_newest_and_keep_thresholds(tmp_path):

@@ -139,7 +139,7 @@ def test_the_backtest_judges_a_held_out_occasion_as_a_new_one_and_names_a_shifte
 def test_an_occasion_is_the_same_hour_for_a_combination_added_to_the_matrix_later():
     """The shipped Zen 4 file with one combination recorded only from the second occasion on: held out, the
     first occasion judges the six others, and the late one's sessions are judged with the hour they ran in."""
-    b = baselines.load(os.path.join(SHIPPED_BASELINES, "cpu-amd-epyc-avx512-bf16-onednn-2c-tf2.21.json"))
+    b = baselines.load(os.path.join(SHIPPED_BASELINES, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.json"))
     late = "lenet-parameter_server-NHWC-1dev-fp32-b32"
     combos = {**b.combinations, late: {"sessions": b.combinations[late]["sessions"][5:]}}  # not at 12:48-12:57
     assert Baselines(b.profile, combos).occasions(late)[0] == 0  # its own first occasion is the file's second

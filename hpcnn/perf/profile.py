@@ -1,7 +1,8 @@
 """Hardware profiles: which hardware and software a throughput figure belongs to.
 
 A profile is a flat dict (``detect``). Its *identity* is every field that changes
-throughput: on a CPU runner the CPU model, its vector/matrix ISA tier, the CPU
+throughput: on a CPU runner the CPU model, its family and model numbers (cloud VMs
+give several microarchitectures one model name), its vector/matrix ISA tier, the CPU
 backend (oneDNN on or off), the usable cores and TensorFlow's version; on a GPU
 runner the GPU model, memory, count, compute capability, MIG mode, driver major
 version, and the TensorFlow, CUDA and cuDNN versions. Every identity field shows
@@ -91,7 +92,8 @@ def identity(p: dict) -> Dict[str, object]:
                 "gpu_mig": bool(p.get("gpu_mig")), "gpu_driver_major": p.get("gpu_driver_major"),
                 "tensorflow": _major_minor(p.get("tensorflow")), "cuda": _major_minor(p.get("cuda")),
                 "cudnn": str(p["cudnn"]).split(".")[0] if p.get("cudnn") else None}
-    return {"cpu_model": slug(p.get("cpu_model") or "", _CPU_NOISE), "cpu_isa": p.get("cpu_isa"),
+    return {"cpu_model": slug(p.get("cpu_model") or "", _CPU_NOISE), "cpu_family_model": p.get("cpu_family_model"),
+            "cpu_isa": p.get("cpu_isa"),
             "onednn": p.get("onednn"), "cpu_cores": p.get("cpu_cores"),
             "tensorflow": _major_minor(p.get("tensorflow"))}
 
@@ -99,7 +101,7 @@ def identity(p: dict) -> Dict[str, object]:
 def profile_id(p: dict) -> str:
     """A short, readable id in which every identity field shows.
 
-    e.g. ``cpu-amd-epyc-avx2-onednn-2c-tf2.21`` or
+    e.g. ``cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21`` (family 25 model 1: Zen 3) or
     ``gpu-h100-80gb-x8-cc9.0-tf2.21-cuda12.5-cudnn9-drv550``.
     """
     i = identity(p)
@@ -113,7 +115,8 @@ def profile_id(p: dict) -> str:
                  f"drv{i['gpu_driver_major']}" if i["gpu_driver_major"] else None]
         return "-".join(x for x in parts if x)
     backend = "-onednn" if i["onednn"] else ""
-    return f"cpu-{i['cpu_model']}-{i['cpu_isa']}{backend}-{i['cpu_cores']}c-tf{i['tensorflow']}"
+    model = "-".join(x for x in (i["cpu_model"], i["cpu_family_model"]) if x)
+    return f"cpu-{model}-{i['cpu_isa']}{backend}-{i['cpu_cores']}c-tf{i['tensorflow']}"
 
 
 def differences(recorded: dict, detected: dict) -> List[str]:
