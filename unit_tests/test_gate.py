@@ -1099,6 +1099,7 @@ ZEN4_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-one
 XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.stored.json")
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf
 ZEN3_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.stored.json")
+ZEN5_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.stored.json")
 
 
 def _judged_again_as_it_ran(path, sessions_per_level=20, span_s=3600):
@@ -1166,6 +1167,31 @@ def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decide
     confirmed = [(i, k) for i, s in enumerate(record["sessions"]["0.0"]) for k, v in s["combinations"].items()
                  if v["verdict"] == gate.REGRESSION]
     assert confirmed == [(0, "trivial-independent-NHWC-2dev-fp32-b32"), (22, "trivial-independent-NHWC-2dev-fp32-b32")]
+
+
+def test_the_zen5_live_stored_record_fails_no_unchanged_session_and_catches_only_within_the_hour():
+    """The Zen 5 record of 00:53-02:16 on 2026-11-28, against that runner's first occasion alone (5 sessions at
+    00:50-00:53, begun seconds after a CI run): 20 rounds of unchanged, planted-10% and planted-25% sessions. The
+    first 12 rounds fell within the hour of the file (MDS 13-25% where the runner stayed in reach), the last 8
+    on a new occasion (assumed 5% drift: MDS 28-35%). No unchanged session failed, even before confirmation.
+    A planted 25% was caught only within the hour, and there in 36 of the 52 comparisons whose MDS was below 25%:
+    the runner read up to 1.36x its recorded speed, and where it lay over 10% beyond a combination's recorded
+    speeds only drops beyond 35% fail (MDS 35%)."""
+    record = _judged_again_as_it_ran(ZEN5_STORED)
+    assert list(record["sessions"]) == ["0.0", "0.1", "0.25"] and _recorded_days(record) == {"2026-11-28"}
+    summary = quality.summarize_stored(record)
+    assert summary["0.0"]["failed"] == 0 and summary["0.0"]["failed_first"] == 0
+    assert summary["0.25"]["failed"] == 12
+    newest = max(datetime.datetime.fromisoformat(s["date"]).timestamp()
+                 for c in record["baselines"]["combinations"].values() for s in c["sessions"])
+    within = [v for s in record["sessions"]["0.25"] if s["start"] - newest <= 3600 for v in s["combinations"].values()]
+    later = [v for s in record["sessions"]["0.25"] if s["start"] - newest > 3600 for v in s["combinations"].values()]
+    assert (len(within), len(later)) == (84, 56)
+    assert not [v for v in later if v["verdict"] == gate.REGRESSION] and min(v["mds"] for v in later) > 0.25
+    reachable = [v for v in within if v["mds"] < 0.25]
+    assert len(reachable) == 52 and sum(v["verdict"] == gate.REGRESSION for v in reachable) == 36
+    out_of_reach = [v for v in within if v["mds"] == pytest.approx(gate.WIDE_BOUND)]
+    assert out_of_reach and all(v["runner_speed"] > 1.0 for v in out_of_reach)
 
 
 def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_two_occasions():
