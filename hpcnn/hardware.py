@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import FrozenSet, Iterable
+from typing import FrozenSet, Iterable, Optional
 
 # Vector/matrix ISA tiers that change CNN throughput, best first, each with the
 # /proc/cpuinfo flags that make it. "avx512-bf16" and "amx" have native bfloat16;
@@ -44,15 +44,15 @@ def cpu_model() -> str:
     return _cpuinfo_field("model name") or platform.processor() or "unknown"
 
 
-def cpu_family_model() -> str:
-    """The x86 CPU's family and model numbers as ``f<family>m<model>`` (``f25m17``), else "".
+def cpu_family_model() -> Optional[str]:
+    """The x86 CPU's family and model numbers as ``f<family>m<model>`` (``f25m17``), else None.
 
     Cloud VMs report one model name ("AMD EPYC") for several microarchitectures whose
     throughput differs (Zen 3, Zen 4 and Zen 5 all do); the family and model numbers
-    tell them apart. Where /proc/cpuinfo has no such fields (not x86) it is "".
+    tell them apart. Where /proc/cpuinfo has no such fields (not x86) it is None.
     """
     family, model = _cpuinfo_field("cpu family"), _cpuinfo_field("model")
-    return f"f{family}m{model}" if family.isdigit() and model.isdigit() else ""
+    return f"f{family}m{model}" if family.isdigit() and model.isdigit() else None
 
 
 def cpu_flags() -> FrozenSet[str]:
@@ -98,7 +98,7 @@ def describe() -> dict:
         gpus.append(details.get("device_name", gpu.name))
     return {
         "cpu_model": cpu_model(),
-        "cpu_family_model": cpu_family_model() or None,
+        "cpu_family_model": cpu_family_model(),
         "cpu_isa": isa_tier(cpu_flags()),
         "cpu_cores": usable_cores(),
         **backend.describe(),
