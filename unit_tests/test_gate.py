@@ -1241,3 +1241,68 @@ def test_the_xeon_live_stored_record_is_what_this_gate_decides_on_a_file_of_one_
     cleared = _planted_with(record, gate.UNCONFIRMED)
     assert [k for k, _ in cleared] == ["alexnet-parameter_server-NHWC-1dev-bf16-b16"] * 2
     assert all(gate.CONFIRM_ALPHA < v["confirm_p_slower"] < 0.03 for _, v in cleared)
+
+
+def test_a_planted_slowdown_is_a_smaller_drop_in_throughput():
+    """Work that makes a step 25% longer leaves 1/1.25 of the images/sec: a 20% drop, the unit of the MDS."""
+    assert quality.plant_drop(0.25) == pytest.approx(0.20)
+    assert quality.plant_drop(0.10) == pytest.approx(1 - 1 / 1.1)
+    assert quality.plant_drop(0.0) == 0.0
+
+
+def test_the_stored_bar_is_asked_only_of_sessions_whose_mds_is_below_the_plants_drop():
+    """The Zen 4 record with confirmation: at a planted 25% (a 20% drop) five combinations had every session's MDS
+    below 20% and caught it in 19 or 20 of 20; trivial-ps (MDS 21.4%) and tiny_resnet (26%) are not asked, though
+    trivial-ps's MDS is below 25%. On the Xeon record every MDS was 23-25%: nothing to judge. On the Zen 5 record
+    the runner left reach in many sessions, and where it stayed in reach the bar was not met."""
+    zen4 = quality.stored_bars(quality.summarize_stored(_judged_again_as_it_ran(ZEN4_STORED)))
+    assert [b.level for b in zen4] == [0.25] and zen4[0].met is True
+    assert zen4[0].out_of_reach == ["tiny_resnet-replicated-NHWC-2dev-fp32-b32",
+                                    "trivial-parameter_server-NHWC-1dev-fp32-b32"]
+    assert all(n == 20 and caught >= 19 for caught, n in zen4[0].judged.values()) and len(zen4[0].judged) == 5
+    xeon = quality.stored_bars(quality.summarize_stored(_judged_again_as_it_ran(XEON_STORED)))
+    assert xeon[0].met is None and len(xeon[0].out_of_reach) == 7
+    zen5 = quality.summarize_stored(_judged_again_as_it_ran(ZEN5_STORED))
+    ten, quarter = quality.stored_bars(zen5)
+    assert (ten.level, ten.met, quarter.met) == (0.10, None, False)
+    assert quarter.judged["alexnet-parameter_server-NHWC-1dev-bf16-b16"] == (4, 7)
+    for key, (caught, n) in quarter.judged.items():  # the bar's counts are the sessions' own verdicts
+        mine = [v for s in _judged_again_as_it_ran(ZEN5_STORED)["sessions"]["0.25"]
+                for k, v in s["combinations"].items() if k == key and v["mds"] < 0.2]
+        assert (caught, n) == (sum(v["verdict"] == gate.REGRESSION for v in mine), len(mine))
+    lines = quality.bar_lines([ten, quarter], 0, 20, "session")
+    assert lines[0].endswith(": met") and "nothing to judge" in lines[1]
+    assert "NOT MET" in lines[2] and "alexnet-parameter_server-NHWC-1dev-bf16-b16 4/7" in lines[2]
+    assert "out of reach (MDS above the plant's drop): trivial-independent-NHWC-2dev-fp32-b32" in lines[2]
+
+
+def test_the_paired_bar_counts_runs_after_holm():
+    """Zen 5's first paired run: 5% caught in 7/7, 10% missed on alexnet bf16, so that bar is not met; Zen 3's two
+    runs meet both. Unchanged code failed nowhere."""
+    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
+        zen5 = quality.summarize_paired(json.load(f))
+    five, ten = quality.paired_bars(zen5)
+    assert (five.level, five.met, ten.level, ten.met) == (0.05, True, 0.10, False)
+    assert ten.judged["alexnet-parameter_server-NHWC-1dev-bf16-b16"] == (0, 1)
+    lines = quality.bar_lines([five, ten], zen5["flagged"]["0.0"], zen5["runs"], "run")
+    assert lines[0] == "unchanged: 0 of 1 runs failed (the bar: none): met"
+    assert "at least 1 run each" in lines[1] and "short: alexnet-parameter_server-NHWC-1dev-bf16-b16 0/1" in lines[2]
+    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
+        zen3 = quality.summarize_paired(json.load(f))
+    assert [b.met for b in quality.paired_bars(zen3)] == [True, True]
+
+
+def test_a_quality_run_ends_with_its_table_and_the_bars():
+    """What `hpcnn-perf gate-quality` prints at its end, on shipped records: the Zen 4 stored run's sessions, its
+    table, and the bar met at 25%; the Zen 3 paired runs' flagged counts and both bars met."""
+    zen4 = quality.stored_report(quality.summarize_stored(_judged_again_as_it_ran(ZEN4_STORED)))
+    assert zen4[:2] == ["planted   0%: 0/20 sessions failed (1 before confirmation)",
+                        "planted  25%: 20/20 sessions failed"]
+    assert zen4[-3] == "the issue's bar, where a session's MDS was below the plant's drop in throughput:"
+    assert zen4[-2] == "unchanged: 0 of 20 sessions failed (the bar: none): met"
+    assert zen4[-1].startswith("planted 25% (throughput x0.800; the bar: 95%): met on 5 combination(s); out of reach")
+    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
+        zen3 = quality.paired_report(quality.summarize_paired(json.load(f)))
+    assert zen3[0].startswith("planted   0%: 0/2 runs with a false failure")
+    assert zen3[-2:] == ["planted 5% (throughput x0.952; the bar: 80%): met on 6 combination(s), at least 2 runs each",
+                         "planted 10% (throughput x0.909; the bar: 95%): met on 6 combination(s), at least 2 runs each"]

@@ -371,13 +371,7 @@ def cmd_gate_quality(args):
         record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
                                         gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
                                         restart_every=args.restart_every)
-        summary = record["summary"]
-        for s, flagged in summary["flagged"].items():
-            what = "runs with a false failure" if float(s) == 0 else "runs caught"
-            print(f"planted {float(s):4.0%}: {flagged}/{summary['runs']} {what} ({summary['sessions']} "
-                  f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s, plus "
-                  f"{summary['startup_seconds']:.0f} s starting each run's workers")
-        print("\n".join(["", "medians over the runs:", *quality.paired_table(summary)]))
+        print("\n".join(quality.paired_report(record["summary"])))
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")
@@ -392,12 +386,7 @@ def cmd_gate_quality(args):
                                             on_session=_print_false_failure)
         except baselines.BaselineError as e:
             _usage(str(e))
-        for s, summary in record["summary"].items():
-            first = summary["failed_first"]
-            print(f"planted {float(s):4.0%}: {summary['failed']}/{summary['sessions']} sessions failed"
-                  + (f" ({first} before confirmation)" if first != summary["failed"] else ""))
-        print("\n".join(["", "per combination (after Holm's step-down and confirmation):",
-                          *quality.stored_table(record["summary"])]))
+        print("\n".join(quality.stored_report(record["summary"])))
     else:
         record = _simulate(args, quality)
     if args.json:

@@ -35,6 +35,18 @@ from hpcnn.stats import interleaved
 
 PAIRED_SLOWDOWNS = (0.05, 0.10)  # the levels of the paired bar: 5% caught in 16/20 runs, 10% in 19/20
 STORED_SLOWDOWNS = (0.10, 0.25)  # the stored bar's levels: 10% in 16/20 sessions, 25% in 19/20
+# the issue's bars, {level: the share of runs or sessions a plant must be caught in}; unchanged code: none fails.
+# Stored mode asks them only of the sessions whose MDS was below the plant's drop in throughput (``plant_drop``)
+PAIRED_BARS = {0.05: 16 / 20, 0.10: 19 / 20}
+STORED_BARS = {0.10: 16 / 20, 0.25: 19 / 20}
+
+
+def plant_drop(slowdown: float) -> float:
+    """The drop in throughput that a planted ``slowdown`` makes: work that makes each step ``1 + slowdown`` times
+    as long leaves ``1 / (1 + slowdown)`` of the images/sec, so a planted 25% is a 20% drop. The gate's ratio and
+    MDS are in throughput, so a plant is within a session's reach where its MDS is below this, not below the
+    slowdown itself."""
+    return slowdown / (1.0 + slowdown)
 FRESH_WORKERS = "fresh per run"  # a record's "workers": each run starts its own (records without it kept theirs)
 
 
@@ -285,15 +297,21 @@ def summarize_stored(record: dict) -> dict:
     """Per level of a stored record: sessions, sessions that failed, and per combination the sessions it failed
     (as judged: after Holm's step-down and confirmation), those it failed at its own Bonferroni level, those it
     failed before confirmation (``failed_first``: the same where nothing was re-measured), the range of its
-    ratios and its median MDS. Sessions that failed before confirmation: ``failed_first`` at the level."""
+    ratios and its median MDS. Sessions that failed before confirmation: ``failed_first`` at the level.
+    At a planted level, ``in_reach`` counts the sessions whose MDS was below the plant's drop (``plant_drop``)
+    and ``caught_in_reach`` those of them that caught it: what the stored bar is asked of."""
     out = {}
     for level, sessions in record["sessions"].items():
         per: Dict[str, dict] = {}
         for session in sessions:
             own = gate.combination_alpha(gate.DEFAULT_ALPHA, len(session["combinations"]))
             for key, v in session["combinations"].items():
-                x = per.setdefault(key, {"failed": 0, "failed_alone": 0, "failed_first": 0, "ratios": [], "mds": []})
+                x = per.setdefault(key, {"failed": 0, "failed_alone": 0, "failed_first": 0, "ratios": [], "mds": [],
+                                         "in_reach": 0, "caught_in_reach": 0})
                 failed = v["verdict"] == gate.REGRESSION
+                reach = float(level) > 0 and v.get("mds") is not None and v["mds"] < plant_drop(float(level))
+                x["in_reach"] += reach
+                x["caught_in_reach"] += reach and failed
                 x["failed"] += failed
                 x["failed_first"] += v["verdict"] in (gate.REGRESSION, gate.UNCONFIRMED)
                 # records from before Holm's step-down have no level: each failed at its own
@@ -307,6 +325,7 @@ def summarize_stored(record: dict) -> dict:
                       "failed_first": first,
                       "per_combination": {key: {"failed": x["failed"], "failed_alone": x["failed_alone"],
                                                 "failed_first": x["failed_first"],
+                                                "in_reach": x["in_reach"], "caught_in_reach": x["caught_in_reach"],
                                                 "ratio_min": min(x["ratios"]), "ratio_max": max(x["ratios"]),
                                                 "median_mds": statistics.median(x["mds"]) if x["mds"] else None}
                                           for key, x in sorted(per.items())}}
@@ -335,6 +354,98 @@ def stored_table(summary: dict) -> List[str]:
             cells.append(f"{x['failed']}/{n} {what}, ratios {x['ratio_min']:.3f}-{x['ratio_max']:.3f}, MDS {mds}")
         rows.append(cells)
     return _level_table(levels, rows)
+
+
+class Bar(NamedTuple):
+    """The issue's bar at one planted level: each judged combination's (caught, out of) and whether every one
+    caught at least ``need`` of its share; ``out_of_reach`` lists the combinations the bar is not asked of (stored
+    mode: no session's MDS below the plant's drop). ``met`` is None where nothing was judged."""
+    level: float
+    need: float
+    judged: Dict[str, tuple]
+    out_of_reach: List[str]
+
+    @property
+    def met(self) -> Optional[bool]:
+        if not self.judged:
+            return None
+        return all(caught >= self.need * n - 1e-9 for caught, n in self.judged.values())
+
+
+def stored_bars(summary: dict) -> List[Bar]:
+    """The stored bar at each of the summary's planted levels that has one (``STORED_BARS``), asked of each
+    combination's sessions whose MDS was below the plant's drop."""
+    out = []
+    for s, level in sorted(summary.items(), key=lambda kv: float(kv[0])):
+        need = STORED_BARS.get(round(float(s), 6))
+        if need is None:
+            continue
+        per = level["per_combination"]
+        out.append(Bar(float(s), need, {k: (x["caught_in_reach"], x["in_reach"]) for k, x in per.items()
+                                        if x.get("in_reach")},
+                       sorted(k for k, x in per.items() if not x.get("in_reach"))))
+    return out
+
+
+def paired_bars(summary: dict) -> List[Bar]:
+    """The paired bar at each planted level that has one (``PAIRED_BARS``), asked of every combination's runs."""
+    out = []
+    for s in sorted(summary["flagged"], key=float):
+        need = PAIRED_BARS.get(round(float(s), 6))
+        if need is not None:
+            out.append(Bar(float(s), need, {k: (per[s]["failed"], summary["runs"])
+                                            for k, per in summary["per_combination"].items()}, []))
+    return out
+
+
+def bar_lines(bars: Sequence[Bar], false_failures: int, out_of: int, unit: str) -> List[str]:
+    """The bars as a reader checks them: unchanged ``unit``s that failed (the bar: none), then per planted level
+    whether it was met and the combinations that fell short."""
+    lines = [f"unchanged: {false_failures} of {out_of} {unit}s failed (the bar: none): "
+             + ("met" if false_failures == 0 else "NOT MET")]
+    for bar in bars:
+        head = f"planted {bar.level:.0%} (throughput x{1 - plant_drop(bar.level):.3f}; the bar: {bar.need:.0%})"
+        if bar.met is None:
+            lines.append(f"{head}: nothing to judge, no {unit}'s MDS was below the plant's drop")
+            continue
+        short = [f"{k} {c}/{n}" for k, (c, n) in sorted(bar.judged.items()) if c < bar.need * n - 1e-9]
+        fewest = min(n for _, n in bar.judged.values())
+        line = (f"{head}: " + ("met" if bar.met else "NOT MET") + f" on {len(bar.judged)} combination(s)"
+                + (f", at least {fewest} {unit}{'s' if fewest > 1 else ''} each" if fewest < 20 else ""))
+        line += f"; short: {', '.join(short)}" if short else ""
+        if bar.out_of_reach:
+            line += f"; out of reach (MDS above the plant's drop): {', '.join(bar.out_of_reach)}"
+        lines.append(line)
+    return lines
+
+
+def paired_report(summary: dict) -> List[str]:
+    """What a paired quality run prints at its end: runs flagged per level with the wall time, the per-combination
+    table, and the issue's bars."""
+    runs = summary["runs"]
+    lines = []
+    for s, flagged in summary["flagged"].items():
+        what = "runs with a false failure" if float(s) == 0 else "runs caught"
+        lines.append(f"planted {float(s):4.0%}: {flagged}/{runs} {what} ({summary['sessions']} session(s)); median "
+                     f"run {summary['median_run_seconds'][s]:.0f} s, plus {summary['startup_seconds']:.0f} s "
+                     "starting each run's workers")
+    return [*lines, "", "medians over the runs:", *paired_table(summary), "",
+            "the issue's bar, after Holm's step-down:",
+            *bar_lines(paired_bars(summary), summary["flagged"].get(str(0.0), 0), runs, "run")]
+
+
+def stored_report(summary: dict) -> List[str]:
+    """What a stored quality run prints at its end: sessions failed per level, the per-combination table, and the
+    issue's bars, asked where a session's MDS was below the plant's drop."""
+    lines = []
+    for s, level in summary.items():
+        first = level["failed_first"]
+        lines.append(f"planted {float(s):4.0%}: {level['failed']}/{level['sessions']} sessions failed"
+                     + (f" ({first} before confirmation)" if first != level["failed"] else ""))
+    unchanged = summary[str(0.0)]
+    return [*lines, "", "per combination (after Holm's step-down and confirmation):", *stored_table(summary), "",
+            "the issue's bar, where a session's MDS was below the plant's drop in throughput:",
+            *bar_lines(stored_bars(summary), unchanged["failed"], unchanged["sessions"], "session")]
 
 
 Verdicts = Dict[str, gate.Verdict]
