@@ -68,44 +68,29 @@ class PerfSession:
     def confirm(self, key: str, verdict: gate.Verdict) -> gate.Verdict:
         """A failure of ``key`` once re-measured (``gate.confirm``): after ``confirm_pause`` seconds counted from
         its first measurement, its rounds and yardstick rates are measured again, judged against the same
-        baselines at ``gate.CONFIRM_ALPHA``, and kept in its benchmark's extra_info beside the verdict. A
-        re-measurement whose runner lies beyond the speeds its baselines saw cannot decide, so it is taken again,
-        each ``confirm_pause`` after the one before, up to ``gate.CONFIRM_TRIES`` (``gate.deciding``); those
-        set aside are kept too (``confirm_beyond_reach``). The failure unchanged where confirmation is off or
-        nothing can re-measure it, and where the re-measurement itself fails (its error in the note: a failure is
-        not cleared by what did not run)."""
+        baselines at ``gate.CONFIRM_ALPHA``, and kept in its benchmark's extra_info beside the verdict. The
+        failure unchanged where confirmation is off or nothing can re-measure it, and where the re-measurement
+        itself fails (its error in the note: a failure is not cleared by what did not run)."""
         held = self.held[key]
         if self.confirm_pause is None or held.remeasure is None:
             return verdict
-        beyond: List[dict] = []
-        for _ in range(gate.CONFIRM_TRIES):
-            time.sleep(max(0.0, held.measured + self.confirm_pause - time.monotonic()))
-            pause = time.monotonic() - held.measured
-            now = datetime.datetime.now(datetime.timezone.utc)
-            try:
-                samples, rates = held.remeasure()
-            except Exception as e:  # a model that no longer builds or fits: the first measurement stands
-                error = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-                out = dataclasses.replace(verdict, note="; ".join(
-                    x for x in (verdict.note, f"could not re-measure ({error}): it stands unconfirmed") if x))
-                held.extra_info.update(confirm_error=error)
-                break
-            held.measured = time.monotonic()
+        time.sleep(max(0.0, held.measured + self.confirm_pause - time.monotonic()))
+        pause = time.monotonic() - held.measured
+        now = datetime.datetime.now(datetime.timezone.utc)
+        try:
+            samples, rates = held.remeasure()
+        except Exception as e:  # a model that no longer builds or fits: the first measurement stands
+            error = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+            out = dataclasses.replace(verdict, note="; ".join(
+                x for x in (verdict.note, f"could not re-measure ({error}): it stands unconfirmed") if x))
+            held.extra_info.update(confirm_error=error)
+        else:
             again = self.baselines.judge(key, samples, rates, gate.CONFIRM_ALPHA, now)
-            taken = dict(images_per_sec_rounds=samples, yardstick_rates=rates, time=now.timestamp(), pause_s=pause)
-            if again.out_of_reach and len(beyond) + 1 < gate.CONFIRM_TRIES:
-                beyond.append(taken)
-                continue
             out = gate.confirm(verdict, again, pause)
             held.extra_info.update(verdict=out.verdict, confirm_images_per_sec_rounds=samples,
                                    confirm_yardstick_rates=rates, confirm_time=now.timestamp(),
                                    confirm_pause_s=pause, confirm_verdict=again.verdict, confirm_ratio=again.ratio,
                                    confirm_p_slower=again.p_slower, confirm_alpha=again.alpha)
-            break
-        if beyond:
-            held.extra_info.update(confirm_beyond_reach=beyond)
-            out = dataclasses.replace(out, note=f"{out.note}; {len(beyond)} re-measurement(s) before it set aside: "
-                                                "the runner beyond the speeds its baselines saw")
         self._show({key: out})
         return out
 

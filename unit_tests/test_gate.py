@@ -25,7 +25,7 @@ from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf import gate, paired, quality, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination
-from unit_tests.recorded import DATA, SLOW_SPELLS, TWO_DAYS_LATER
+from unit_tests.recorded import DATA, SLOW_SPELLS
 
 
 def _load(name):
@@ -1307,51 +1307,3 @@ def test_a_quality_run_ends_with_its_table_and_the_bars():
     assert zen3[-2:] == ["planted 5% (throughput x0.952; the bar: 80%): met on 6 combination(s), at least 2 runs each",
                          "planted 10% (throughput x0.909; the bar: 95%): met on 6 combination(s), at least 2 runs each"]
 
-
-def _replayed_with_retries(record):
-    """Every failure a stored record's sessions re-measured, replayed with re-measurements taken again while the
-    runner lies beyond reach (``gate.deciding``), the next sessions' measurements of the same level standing for
-    the further ones (recorded minutes later by the same run): {level: [(session, combination, as it ran, now)]}
-    for every failure whose first re-measurement lay beyond reach."""
-    against = baselines_lib.Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
-    out = {}
-    for level, judged in quality.judge_again(record).items():
-        sessions = record["sessions"][level]
-        for i, j in enumerate(judged):
-            for key, v in j.holm.items():
-                x = sessions[i]["combinations"][key]
-                if not (v.failed and x.get("confirm_images_per_sec_rounds")):
-                    continue
-                takes = [(x["confirm_images_per_sec_rounds"], x["confirm_yardstick_rates"], x["confirm_time"])] + [
-                    (s["combinations"][key]["images_per_sec_rounds"], s["combinations"][key]["yardstick_rates"],
-                     s["start"]) for s in sessions[i + 1:i + gate.CONFIRM_TRIES]]
-                agains = []
-                for rounds, rates, t in takes:
-                    agains.append(against.judge(key, rounds, rates, gate.CONFIRM_ALPHA,
-                                                datetime.datetime.fromtimestamp(t, datetime.timezone.utc)))
-                    if not agains[-1].out_of_reach:
-                        break
-                if agains[0].out_of_reach:
-                    out.setdefault(level, []).append((i, key, gate.confirm(v, agains[0], 60).verdict,
-                                                      gate.confirm(v, agains[gate.deciding(agains)], 60).verdict))
-    return out
-
-
-def test_re_measurements_taken_again_beyond_reach_regain_catches_and_confirm_no_unchanged_failure():
-    """Every shipped live stored record replayed with a re-measurement beyond the runner speeds its baselines saw
-    taken again: in unchanged sessions three failures were cleared by re-measurements beyond reach (Zen 3's slow
-    evening), and they stay cleared; in planted sessions eleven catches so cleared fail again (one on Zen 4's
-    record of 2026-11-26, three on 2026-11-28, six on Zen 5, one on the Xeon)."""
-    records = {"zen3": ZEN3_STORED, "zen4": ZEN4_STORED, "zen4 two days later": TWO_DAYS_LATER, "zen5": ZEN5_STORED,
-               "xeon": XEON_STORED, "xeon one occasion": XEON_ONE_OCCASION}
-    regained = {}
-    for name, path in records.items():
-        with open(path) as f:
-            replayed = _replayed_with_retries(json.load(f))
-        unchanged = replayed.pop("0.0", [])
-        assert all(ran == now == gate.UNCONFIRMED for _, _, ran, now in unchanged), (name, unchanged)
-        if name == "zen3":
-            assert len(unchanged) == 3
-        assert all(ran == gate.UNCONFIRMED for level in replayed.values() for _, _, ran, _ in level)
-        regained[name] = sum(now == gate.REGRESSION for level in replayed.values() for _, _, _, now in level)
-    assert regained == {"zen3": 0, "zen4": 1, "zen4 two days later": 3, "zen5": 6, "xeon": 1, "xeon one occasion": 0}

@@ -11,7 +11,7 @@ from hpcnn.perf import baselines, gate, paired, quality, sequential, stored, yar
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
 from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
-from unit_tests.recorded import DATA, SLOW_SPELLS, TWO_DAYS_LATER
+from unit_tests.recorded import DATA, SLOW_SPELLS
 
 CPU = {"cpu_model": "AMD EPYC", "cpu_family_model": "f25m1", "cpu_isa": "avx2", "onednn": True, "cpu_cores": 2,
        "gpu_models": [], "gpu_count": 0, "tensorflow": "2.21.0", "cuda": None, "cudnn": None}
@@ -398,72 +398,3 @@ def test_a_stored_failure_stands_only_if_a_re_measurement_at_the_session_end_fai
     passed = dataclasses.replace(v, verdict=gate.NOISE)
     with pytest.raises(ValueError, match="confirms a failure, not a verdict of 'noise'"):
         gate.confirm(passed, v, 0.0)
-
-
-def test_a_re_measurement_beyond_the_runner_speeds_its_baselines_saw_is_taken_again():
-    """The Zen 4 record two days after its file: in planted-25% session 3 the runner slowed to 0.73x, beyond the
-    speeds the baselines saw, while both alexnet combinations were re-measured (0.676 and 0.687, p below 2e-9),
-    where only drops beyond 35% fail, so both first catches were cleared. Taken again, as the next planted
-    session read them minutes later within reach (0.75 and 0.74), the re-measurement decides, and both fail;
-    the other five combinations, re-measured within reach, are re-measured once. An unchanged session's
-    failure on a slow spell is taken again the same way and, as the next session read it, cleared."""
-    import datetime
-
-    with open(TWO_DAYS_LATER) as f:
-        record = json.load(f)
-    loaded = baselines.Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
-    planted = record["sessions"]["0.25"]
-    session = planted[2]
-    state = _perf_conftest().PerfSession(loaded.profile, "zen4", "zen4.json", loaded, False, "cpu", 2,
-                                         judged=len(session["combinations"]), confirm_pause=0.0)
-    started = datetime.datetime.fromtimestamp(session["start"], datetime.timezone.utc)
-    extra, taken = {}, {}
-    for key, rec in session["combinations"].items():
-        takes = [(rec["confirm_images_per_sec_rounds"], rec["confirm_yardstick_rates"])] + [
-            (s["combinations"][key]["images_per_sec_rounds"], s["combinations"][key]["yardstick_rates"])
-            for s in planted[3:]]
-
-        def rejudge(alpha, key=key, rec=rec):
-            return loaded.judge(key, rec["images_per_sec_rounds"], rec["yardstick_rates"], alpha, now=started)
-
-        def remeasure(key=key, takes=takes):
-            taken[key] = taken.get(key, 0) + 1
-            return takes[taken[key] - 1]
-
-        v = rejudge(state.alpha)
-        extra[key] = {"verdict": v.verdict}
-        state.rows.append((key, v, ""))
-        state.hold(key, v, rejudge, extra[key], remeasure)
-    failed = state.finish()
-    alexnet = sorted(k for k in session["combinations"] if k.startswith("alexnet"))
-    assert [session["combinations"][k]["verdict"] for k in alexnet] == [gate.UNCONFIRMED] * 2  # as it ran
-    assert set(failed) == set(session["combinations"])  # all seven fail now
-    assert {k: n for k, n in taken.items() if n > 1} == {k: 2 for k in alexnet}
-    for k in alexnet:
-        aside = extra[k]["confirm_beyond_reach"]
-        assert len(aside) == 1 and aside[0]["images_per_sec_rounds"] == session["combinations"][k][
-            "confirm_images_per_sec_rounds"]
-        assert extra[k]["confirm_images_per_sec_rounds"] == planted[3]["combinations"][k]["images_per_sec_rounds"]
-        assert extra[k]["verdict"] == gate.REGRESSION and "1 re-measurement(s) before it set aside" in failed[k].note
-    # the record judged again with the retries the session kept: what this session decided
-    again = dict(record, sessions={"0.25": [dict(session, combinations={
-        k: dict(session["combinations"][k], **extra[k]) for k in session["combinations"]})]})
-    final = quality.judge_again(again)["0.25"][0].final
-    assert {k for k, v in final.items() if v.failed} == set(failed)
-
-
-def test_a_re_measurement_taken_again_never_takes_more_than_the_tries():
-    """Where every re-measurement lies beyond reach (the Zen 3 slow evening's trivial-ps, re-measured each time as
-    the next session read it: 0.80, the runner beyond reach), the third decides, and clears the failure as
-    before: at most ``CONFIRM_TRIES`` measurements."""
-    zen3 = os.path.join(os.path.dirname(TWO_DAYS_LATER), "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.stored.json")
-    with open(zen3) as f:
-        record = json.load(f)
-    unchanged = record["sessions"]["0.0"]
-    state, failed, extra = _finished_session(record, "0.0", 10, confirm_pause=0.0)
-    key = "trivial-parameter_server-NHWC-1dev-fp32-b32"
-    assert failed == {} and dict((k, r) for k, r, _ in state.rows)[key].verdict == gate.UNCONFIRMED
-    # _finished_session re-measures with the next session's rounds each time: tries 1 and 2 set aside
-    assert len(extra[key]["confirm_beyond_reach"]) == gate.CONFIRM_TRIES - 1
-    assert all(t["images_per_sec_rounds"] == unchanged[11]["combinations"][key]["images_per_sec_rounds"]
-               for t in extra[key]["confirm_beyond_reach"])

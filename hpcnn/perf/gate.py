@@ -24,11 +24,7 @@ In stored mode a failure must also survive a confirming re-measurement
 can clear a failure but never add one, so the family-wise level holds whatever
 the confirmation's own level; what it clears is a slow spell of a shared runner
 that the yardstick does not correct for (minutes long, and far deeper for some
-workloads than for the yardstick). A re-measurement whose runner lies beyond the
-speeds its baselines saw (``Verdict.out_of_reach``) fails only drops beyond
-``WIDE_BOUND`` and so cannot tell a lasting drop from a slow spell: it is taken
-again, up to ``CONFIRM_TRIES`` measurements, and the first within reach decides
-(``deciding``); if none is, the last clears the failure as before.
+workloads than for the yardstick).
 
 ``judge_rounds`` (Mann-Whitney on two sets of rounds) remains for a baseline of a
 single recorded session, which cannot tell session drift from a regression; it
@@ -55,10 +51,6 @@ BOOTSTRAP_RESAMPLES = 4000
 # A confirmation is judged at the family-wise level itself, not a Bonferroni share: it can only clear failures,
 # so its level sets how surely a real drop that failed once fails again, not how often unchanged code fails
 CONFIRM_ALPHA = DEFAULT_ALPHA
-# Re-measurements at most per confirmation while each lands beyond the runner speeds the baselines saw. On the
-# Zen 4 runner on 2026-11-28 three planted 25% drops of alexnet, caught at 0.73-0.87x, were re-measured at
-# 0.68-0.70 (p below 3e-9) with the runner beyond reach, where only drops beyond 35% fail, and so were cleared
-CONFIRM_TRIES = 3
 
 REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "REGRESSION", "improvement", "unchanged", "noise"
 UNCONFIRMED = "unconfirmed"  # slower at first, not on the confirming re-measurement: passes
@@ -87,7 +79,6 @@ class Verdict:
     mds: Optional[float] = None
     evidence: str = ""
     note: str = ""
-    out_of_reach: bool = False  # stored mode: the runner beyond the speeds its baselines saw, WIDE_BOUND judged
 
     @property
     def failed(self) -> bool:
@@ -168,14 +159,6 @@ def confirm(first: Verdict, again: Verdict, pause_s: float) -> Verdict:
         return dataclasses.replace(first, note="; ".join(x for x in (first.note, f"confirmed: {seen}") if x))
     cleared = f"not confirmed: {seen} ({again.verdict}); a slow spell of the runner, not a lasting drop"
     return dataclasses.replace(first, verdict=UNCONFIRMED, note="; ".join(x for x in (first.note, cleared) if x))
-
-
-def deciding(agains: Sequence[Verdict]) -> int:
-    """Which of a failure's re-measurements, in the order taken, decides its confirmation: the first whose runner
-    lay within reach of its baselines' speeds (``Verdict.out_of_reach``), else the last."""
-    if not agains:
-        raise ValueError("deciding() needs at least one re-measurement")
-    return next((i for i, v in enumerate(agains) if not v.out_of_reach), len(agains) - 1)
 
 
 def classify(ratio: float, p_slower: float, p_faster: float, threshold: float, alpha: float) -> str:

@@ -290,7 +290,7 @@ def gate_report(stdout: str) -> List[str]:
 _KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images_per_sec_rounds", "yardstick_rates",
          "yardstick_version", "confirm_images_per_sec_rounds", "confirm_yardstick_rates", "confirm_time",
          "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha", "confirm_error",
-         "confirm_beyond_reach", "planted_units", "planted_searched")
+         "planted_units", "planted_searched")
 
 
 def summarize_stored(record: dict) -> dict:
@@ -463,10 +463,8 @@ class Judged(NamedTuple):
 def judge_again(record: dict) -> Dict[str, List[Judged]]:
     """Every session of a stored record judged again from its rounds by this gate, against the baselines it was
     judged against (the record's ``baselines``) and at the time it ran: {level: [``Judged``, one per session]}.
-    A failure whose session re-measured it is confirmed or cleared by those rounds, judged at the time they ran
-    (where it was re-measured more than once, the first re-measurement within reach of its baselines' runner
-    speeds decides: ``gate.deciding``); one recorded without a re-measurement (confirmation off, or a record
-    from before it) stands."""
+    A failure whose session re-measured it is confirmed or cleared by those rounds, judged at the time they ran;
+    one recorded without a re-measurement (confirmation off, or a record from before it) stands."""
     against = Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
     out: Dict[str, List[Judged]] = {}
     for level, sessions in record["sessions"].items():
@@ -486,14 +484,10 @@ def judge_again(record: dict) -> Dict[str, List[Judged]]:
             for key, v in holm.items():
                 x = rounds[key]
                 if v.failed and x.get("confirm_images_per_sec_rounds"):
-                    taken = [*x.get("confirm_beyond_reach", ()), {
-                        "images_per_sec_rounds": x["confirm_images_per_sec_rounds"], "time": x["confirm_time"],
-                        "yardstick_rates": x["confirm_yardstick_rates"], "pause_s": x["confirm_pause_s"]}]
-                    agains = [against.judge(key, t["images_per_sec_rounds"], t["yardstick_rates"], gate.CONFIRM_ALPHA,
-                                            now=datetime.datetime.fromtimestamp(t["time"], datetime.timezone.utc))
-                              for t in taken]
-                    i = gate.deciding(agains)
-                    final[key] = gate.confirm(v, agains[i], taken[i]["pause_s"])
+                    when = datetime.datetime.fromtimestamp(x["confirm_time"], datetime.timezone.utc)
+                    again = against.judge(key, x["confirm_images_per_sec_rounds"], x["confirm_yardstick_rates"],
+                                          gate.CONFIRM_ALPHA, now=when)
+                    final[key] = gate.confirm(v, again, x["confirm_pause_s"])
             out[level].append(Judged(alone, holm, final))
     return out
 

@@ -426,8 +426,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
                      "(record sessions on this runner as it is now, or compare in paired mode)")
     return gate.Verdict(base, cur, ratio, math.exp(log_ratio - half), math.exp(log_ratio + half), p_slower, p_faster,
                         threshold, verdict, alpha, mds, f"{len(sessions)} recorded session(s){where}{on}",
-                        "; ".join(notes), out_of_reach=runner is not None and not _within_reach(runner.speed,
-                                                                                                runner.seen))
+                        "; ".join(notes))
 
 
 def _within_reach(speed: float, seen: Tuple[float, float]) -> bool:
