@@ -39,6 +39,7 @@ STORED_SLOWDOWNS = (0.10, 0.25)  # the stored bar's levels: 10% in 16/20 session
 # Stored mode asks them only of the sessions whose MDS was below the plant's drop in throughput (``plant_drop``)
 PAIRED_BARS = {0.05: 16 / 20, 0.10: 19 / 20}
 STORED_BARS = {0.10: 16 / 20, 0.25: 19 / 20}
+FRESH_WORKERS = "fresh per run"  # a record's "workers": each run starts its own (records without it kept theirs)
 
 
 def plant_drop(slowdown: float) -> float:
@@ -47,7 +48,6 @@ def plant_drop(slowdown: float) -> float:
     MDS are in throughput, so a plant is within a session's reach where its MDS is below this, not below the
     slowdown itself."""
     return slowdown / (1.0 + slowdown)
-FRESH_WORKERS = "fresh per run"  # a record's "workers": each run starts its own (records without it kept theirs)
 
 
 def paired_quality(here: str, combos: List[Combination], device: str, runs: int, slowdowns: Sequence[float],
@@ -366,10 +366,13 @@ class Bar(NamedTuple):
     out_of_reach: List[str]
 
     @property
+    def short(self) -> Dict[str, tuple]:
+        """The judged combinations that caught less than ``need`` of their share."""
+        return {k: (c, n) for k, (c, n) in sorted(self.judged.items()) if c < self.need * n - 1e-9}
+
+    @property
     def met(self) -> Optional[bool]:
-        if not self.judged:
-            return None
-        return all(caught >= self.need * n - 1e-9 for caught, n in self.judged.values())
+        return None if not self.judged else not self.short
 
 
 def stored_bars(summary: dict) -> List[Bar]:
@@ -408,7 +411,7 @@ def bar_lines(bars: Sequence[Bar], false_failures: int, out_of: int, unit: str) 
         if bar.met is None:
             lines.append(f"{head}: nothing to judge, no {unit}'s MDS was below the plant's drop")
             continue
-        short = [f"{k} {c}/{n}" for k, (c, n) in sorted(bar.judged.items()) if c < bar.need * n - 1e-9]
+        short = [f"{k} {c}/{n}" for k, (c, n) in bar.short.items()]
         fewest = min(n for _, n in bar.judged.values())
         line = (f"{head}: " + ("met" if bar.met else "NOT MET") + f" on {len(bar.judged)} combination(s)"
                 + (f", at least {fewest} {unit}{'s' if fewest > 1 else ''} each" if fewest < 20 else ""))
