@@ -10,7 +10,11 @@ derives and the gate computes, read from the file and nothing else.
 The review also backtests the file on its own history: every recorded session
 of unchanged code is judged, as a CI session on a new occasion would be,
 against the file without the occasion it belongs to (``backtest``). A session
-that fails there is a false failure the gate's drift estimate let through.
+that fails there is a false failure the gate's drift estimate let through,
+unless its confirmation clears it: the gate measures a failed combination again
+a minute later, and the occasion's next session, recorded about a minute after,
+stands in for that re-measurement (the occasion's last session has none, so its
+failures stand).
 """
 
 from __future__ import annotations
@@ -65,13 +69,15 @@ def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
 @dataclasses.dataclass(frozen=True)
 class HeldOut:
     """One recorded occasion judged against the file without it: when its first session ran, each of its
-    sessions' verdicts ({combination: verdict}) at the combination's share of the family-wise alpha and after
-    Holm's step-down."""
+    sessions' verdicts ({combination: verdict}) at the combination's share of the family-wise alpha, after
+    Holm's step-down, and after confirmation (``confirmed``: each failure after Holm judged again on the
+    occasion's next session at ``gate.CONFIRM_ALPHA``, ``gate.confirm``; the gate's decision)."""
 
     occasion: int
     first: str
     alone: List[Dict[str, gate.Verdict]]
     family: List[Dict[str, gate.Verdict]]
+    confirmed: List[Dict[str, gate.Verdict]]
 
     @property
     def failed_alone(self) -> int:
@@ -80,8 +86,13 @@ class HeldOut:
 
     @property
     def failed(self) -> int:
-        """Sessions with a combination failed after Holm's step-down (the gate's decision)."""
+        """Sessions with a combination failed after Holm's step-down, on their first measurement."""
         return sum(any(v.failed for v in s.values()) for s in self.family)
+
+    @property
+    def failed_confirmed(self) -> int:
+        """Sessions with a failure that its confirmation did not clear (the gate's decision)."""
+        return sum(any(v.failed for v in s.values()) for s in self.confirmed)
 
     @property
     def ratios(self) -> List[float]:
@@ -110,7 +121,9 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
 
     The i-th session of each combination in an occasion is one pytest session (every session records each
     combination once), so they are judged together: each combination at its share of ``alpha`` over those the
-    session judges, then Holm's step-down. A combination with no session outside the occasion is not judged.
+    session judges, then Holm's step-down, then each failure confirmed on the combination's next session of
+    the occasion, as the gate re-measures it (``HeldOut.confirmed``). A combination with no session outside the
+    occasion is not judged.
     """
     keys = sorted(b.combinations)
     sessions = {k: b.combinations[k].get("sessions", []) for k in keys}
@@ -125,36 +138,56 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
         held = {k: [s for s, o in zip(sessions[k], occasion[k]) if o == g] for k in keys}
         rest = Baselines(b.profile, {k: {**b.combinations[k], "sessions": [
             s for s, o in zip(sessions[k], occasion[k]) if o != g]} for k in keys})
-        alone, family = [], []
+        alone, family, confirmed = [], [], []
+
+        def judge(key: str, level: float, i: int) -> gate.Verdict:
+            s = held[key][i]
+            rate = (s.get("yardstick") or {}).get("rate")
+            return rest.judge(key, s["samples"], [rate] if rate else [], level, now=now)
+
         for i in range(max(len(h) for h in held.values())):
             present = [k for k in keys if i < len(held[k]) and rest.combinations[k]["sessions"]]
             if not present:
                 continue
-
-            def judge(key: str, level: float, i: int = i) -> gate.Verdict:
-                s = held[key][i]
-                rate = (s.get("yardstick") or {}).get("rate")
-                return rest.judge(key, s["samples"], [rate] if rate else [], level, now=now)
-
-            each = {k: judge(k, gate.combination_alpha(alpha, len(present))) for k in present}
+            each = {k: judge(k, gate.combination_alpha(alpha, len(present)), i) for k in present}
             alone.append(each)
-            family.append(gate.family(each, {k: v.p_slower for k, v in each.items()}, judge, alpha))
+            family.append(gate.family(each, {k: v.p_slower for k, v in each.items()},
+                                      lambda k, level, i=i: judge(k, level, i), alpha))
+            confirmed.append({k: _confirmed(v, held[k], i, lambda k=k, i=i: judge(k, gate.CONFIRM_ALPHA, i + 1))
+                              for k, v in family[-1].items()})
         first = min((s["date"] for h in held.values() for s in h if s.get("date")), default="")
-        out.append(HeldOut(g, first, alone, family))
+        out.append(HeldOut(g, first, alone, family, confirmed))
     return out
 
 
+def _confirmed(verdict: gate.Verdict, sessions: Sequence[dict], i: int, again) -> gate.Verdict:
+    """``verdict`` of a combination's i-th session of an occasion after confirmation: a failure judged again on
+    its next session (``again()``), the seconds between their dates as the pause; a failure in the occasion's
+    last session stands, as one the gate could not re-measure."""
+    if not verdict.failed or i + 1 >= len(sessions):
+        return verdict
+    first, later = (stored.parse_date(sessions[j].get("date")) for j in (i, i + 1))
+    return gate.confirm(verdict, again(), (later - first).total_seconds() if first and later else 0.0)
+
+
 def backtest_line(held: Sequence[HeldOut]) -> str:
-    """The backtest in one line: how many of the file's unchanged sessions would have failed."""
+    """The backtest in one line: how many of the file's unchanged sessions would have failed on their first
+    measurement, and how many of those once confirmed."""
     if not held:
         return ("backtest: one occasion recorded, none to judge against the others (record another occasion, "
                 "an hour or more later)")
     failed, total = sum(h.failed for h in held), sum(len(h.alone) for h in held)
-    return (f"backtest: {failed} of {total} unchanged session(s) on {len(held)} occasion(s) would have failed the "
-            "gate, each judged against the file without its occasion"
-            + ("" if not failed else ": unless the code changed between those occasions (their sessions' "
-               "commits), the drift between this runner's occasions is larger than the file measures; record "
-               "sessions on more occasions before gating with it"))
+    confirmed = sum(h.failed_confirmed for h in held)
+    line = (f"backtest: {failed} of {total} unchanged session(s) on {len(held)} occasion(s) would have failed the "
+            "gate, each judged against the file without its occasion")
+    if not failed:
+        return line
+    line += f", {confirmed} of them once confirmed on the occasion's next session"
+    if not confirmed:
+        return line + ": slow spells of the runner, which the gate's own re-measurement clears too"
+    return line + (": unless the code changed between those occasions (their sessions' commits), the drift between "
+                   "this runner's occasions is larger than the file measures; record sessions on more occasions "
+                   "before gating with it")
 
 
 def format_backtest(held: Sequence[HeldOut]) -> List[str]:
@@ -164,11 +197,11 @@ def format_backtest(held: Sequence[HeldOut]) -> List[str]:
     lines = ["backtest: each occasion's sessions of unchanged code judged, as a CI session on a new occasion, "
              "against the file without that occasion",
              f"{'occasion':>8}  {'first session':<16}  {'sessions':>8}  {'failed':>6}  {'failed alone':>12}  "
-             f"{'ratios':>11}  MDS median"]
+             f"{'confirmed':>9}  {'ratios':>11}  MDS median"]
     for h in held:
         mds = [v.mds for s in h.alone for v in s.values() if v.mds is not None]
         lines.append(f"{h.occasion + 1:>8}  {h.first[:16]:<16}  {len(h.alone):>8}  {h.failed:>6}  "
-                     f"{h.failed_alone:>12}  {min(h.ratios):.3f}-{max(h.ratios):.3f}  "
+                     f"{h.failed_alone:>12}  {h.failed_confirmed:>9}  {min(h.ratios):.3f}-{max(h.ratios):.3f}  "
                      f"{_pct(statistics.median(mds)) if mds else '?'}")
     return lines + [backtest_line(held)]
 
