@@ -1149,7 +1149,7 @@ def test_the_shipped_live_stored_record_with_confirmation_is_what_this_gate_deci
 
 
 def test_the_zen4_live_stored_record_two_days_after_its_file_fails_no_unchanged_session():
-    """The Zen 4 record of 05:44-06:56 on 2026-11-28 against the five-occasion file as shipped (2026-11-25 and
+    """The Zen 4 record of 05:44-06:56 on 2026-11-28 against the five-occasion file shipped then (2026-11-25 and
     -26), two days after its newest session: 20 unchanged and 20 planted-25% sessions, the runner at 0.61-1.04x.
     Five first failures in four unchanged sessions of its slow spells, each cleared by its re-measurement, so
     none failed. The 25% bar, asked where the MDS is below the plant's 20% drop, is short by one or two sessions
