@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import statistics
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from hpcnn.perf import gate, stored
 from hpcnn.perf.baselines import Baselines
@@ -82,21 +82,26 @@ class HeldOut:
     @property
     def failed_alone(self) -> int:
         """Sessions with a combination failed at its own level."""
-        return sum(any(v.failed for v in s.values()) for s in self.alone)
+        return _sessions_failing(self.alone)
 
     @property
     def failed(self) -> int:
         """Sessions with a combination failed after Holm's step-down, on their first measurement."""
-        return sum(any(v.failed for v in s.values()) for s in self.family)
+        return _sessions_failing(self.family)
 
     @property
     def failed_confirmed(self) -> int:
         """Sessions with a failure that its confirmation did not clear (the gate's decision)."""
-        return sum(any(v.failed for v in s.values()) for s in self.confirmed)
+        return _sessions_failing(self.confirmed)
 
     @property
     def ratios(self) -> List[float]:
         return [v.ratio for s in self.alone for v in s.values()]
+
+
+def _sessions_failing(sessions: Sequence[Dict[str, gate.Verdict]]) -> int:
+    """How many of ``sessions`` ({combination: verdict} each) have a failed combination."""
+    return sum(any(v.failed for v in s.values()) for s in sessions)
 
 
 def file_occasions(b: Baselines) -> Dict[str, List[int]]:
@@ -160,7 +165,8 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     return out
 
 
-def _confirmed(verdict: gate.Verdict, sessions: Sequence[dict], i: int, again) -> gate.Verdict:
+def _confirmed(verdict: gate.Verdict, sessions: Sequence[dict], i: int,
+               again: Callable[[], gate.Verdict]) -> gate.Verdict:
     """``verdict`` of a combination's i-th session of an occasion after confirmation: a failure judged again on
     its next session (``again()``), the seconds between their dates as the pause; a failure in the occasion's
     last session stands, as one the gate could not re-measure."""
