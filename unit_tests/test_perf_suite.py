@@ -357,21 +357,22 @@ def _finished_session(record, level, i, confirm_pause, broken=False):
 
 
 def test_a_stored_failure_stands_only_if_a_re_measurement_at_the_session_end_fails_too():
-    """The two unchanged sessions of the Zen 4 live record of 07:57 that failed one combination each (the runner
-    in a slow spell) pass once each failure is re-measured, as it read in the next session; with confirmation
-    off they fail as they did. Planted 25% failures, those Holm's step-down adds included, are re-measured too,
-    and fail where the re-measurement is slower at alpha 0.01: confirmation clears failures, never adds one."""
+    """The unchanged session of the Zen 4 live record of 07:57 that fails a combination at first (the runner in a
+    slow spell; two did, as it ran, before the gate measured its steeper slope across occasions) passes once the
+    failure is re-measured, as it read in the next session; with confirmation off it fails. Planted 25%
+    failures, those Holm's step-down adds included, are re-measured too, and fail where the re-measurement is
+    slower at alpha 0.01: confirmation clears failures, never adds one."""
     with open(SLOW_SPELLS) as f:
         record = json.load(f)
     unchanged = record["sessions"]["0.0"]
-    failing = [(i, k) for i, s in enumerate(unchanged) for k, v in s["combinations"].items()
-               if v["verdict"] == gate.REGRESSION]
-    assert len(failing) == 2
+    first = quality.judge_again(record)  # this gate's first verdicts, after Holm's step-down
+    failing = [(i, k) for i, j in enumerate(first["0.0"]) for k, v in j.holm.items() if v.failed]
+    assert len(failing) == 1
     for i, key in failing:
         state, failed, extra = _finished_session(record, "0.0", i, confirm_pause=0.0)
         v, again = dict((k, r) for k, r, _ in state.rows)[key], unchanged[i + 1]["combinations"][key]
         assert failed == {} and v.verdict == gate.UNCONFIRMED and "not confirmed: re-measured" in v.note
-        assert v.ratio == pytest.approx(unchanged[i]["combinations"][key]["ratio"])  # the first measurement's
+        assert v.ratio == pytest.approx(first["0.0"][i].holm[key].ratio)  # the first measurement's
         assert extra[key]["verdict"] == gate.UNCONFIRMED and extra[key]["confirm_verdict"] != gate.REGRESSION
         assert extra[key]["confirm_images_per_sec_rounds"] == again["images_per_sec_rounds"]
         assert extra[key]["confirm_alpha"] == gate.CONFIRM_ALPHA
@@ -384,17 +385,17 @@ def test_a_stored_failure_stands_only_if_a_re_measurement_at_the_session_end_fai
             failed[key].note and extra[key]["confirm_error"] == "RuntimeError: OOM when allocating tensor"
 
     planted = record["sessions"]["0.25"]
-    first = kept = by_holm = 0
+    caught = kept = by_holm = 0
     for i in range(len(planted) - 1):
         state, failed, extra = _finished_session(record, "0.25", i, confirm_pause=0.0)
-        ran = {k: v["verdict"] for k, v in planted[i]["combinations"].items()}
+        ran = {k: v.verdict for k, v in first["0.25"][i].holm.items()}
         assert {k for k, x in extra.items() if "confirm_verdict" in x} == {k for k in ran if ran[k] == "REGRESSION"}
         assert set(failed) == {k for k, x in extra.items() if x.get("confirm_verdict") == gate.REGRESSION}
         assert all(extra[k]["verdict"] == gate.REGRESSION and v.failed and "confirmed: " in v.note
                    for k, v in failed.items())
-        first, kept = first + sum(v == "REGRESSION" for v in ran.values()), kept + len(failed)
+        caught, kept = caught + sum(v == "REGRESSION" for v in ran.values()), kept + len(failed)
         by_holm += sum(v.alpha > state.alpha for v in failed.values())
-    assert by_holm >= 3 and kept >= 0.95 * first, (first, kept, by_holm)
+    assert by_holm >= 1 and kept >= 0.95 * caught, (caught, kept, by_holm)
     passed = dataclasses.replace(v, verdict=gate.NOISE)
     with pytest.raises(ValueError, match="confirms a failure, not a verdict of 'noise'"):
         gate.confirm(passed, v, 0.0)

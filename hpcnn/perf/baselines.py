@@ -8,7 +8,8 @@ Schema 2::
                                           "yardstick": {"version": V, "rate": STEPS_PER_SEC}}, ...],  # oldest first
                             "threshold": 0.05,          # optional, kept across refreshes
                             "mds": 0.07, "alpha": 0.0017,     # derived: for review, recomputed on save
-                            "slope": 0.31}}}                  # derived, where every session timed the yardstick
+                            "slope": 0.31,                    # derived, where every session timed the yardstick:
+                            "occasion_slope": 0.53}}}         #   within an occasion, and for a new occasion
 
 A recording session appends one session per combination and keeps ``keep``: when
 over, it drops the oldest session of the occasion with the most sessions, so that a
@@ -75,18 +76,19 @@ class Baselines:
         """The recorded sessions' rounds of combination ``key``, oldest first ([] if none)."""
         return [s["samples"] for s in self.combinations.get(key, {}).get("sessions", [])]
 
-    def judged_sessions(self, key: str) -> Tuple[List[List[float]], Optional[float]]:
+    def judged_sessions(self, key: str, new_occasion: bool = False) -> Tuple[List[List[float]], Optional[float]]:
         """What the gate judges ``key`` against, and the yardstick rate the figures are expressed at.
 
         When every recorded session of ``key`` timed the current yardstick, each
         session's rounds are scaled by the median of those rates over the session's
         own, to the power of its ``slope`` (images/sec at the runner's typical recorded
-        speed), and that median is returned; otherwise the raw rounds and None.
+        speed; for a session on a new occasion, or within the hour of the newest one),
+        and that median is returned; otherwise the raw rounds and None.
         """
         sessions, rates = self._yardstick_rates(key)
         if not rates:
             return self.sessions(key), None
-        reference, beta = statistics.median(rates), self.slope(key).beta
+        reference, beta = statistics.median(rates), self.slope(key, new_occasion).beta
         return [stored.on_yardstick(s["samples"], r, reference, beta) for s, r in zip(sessions, rates)], reference
 
     def _yardstick_rates(self, key: str) -> Tuple[List[dict], List[float]]:
@@ -95,22 +97,58 @@ class Baselines:
         rates = [_current_yardstick_rate(s) for s in sessions]
         return sessions, ([] if not sessions or None in rates else rates)
 
-    def runner(self, key: str, rate: float) -> Optional[stored.Runner]:
-        """A session of ``key`` whose yardstick ran at ``rate``, against the runner speeds of ``key``'s recorded
-        sessions (relative to the reference ``judged_sessions`` returns); None where they are not all on the
-        yardstick."""
+    def runner(self, key: str, rate: float, new_occasion: bool = False) -> Optional[stored.Runner]:
+        """A session of ``key`` whose yardstick ran at ``rate`` (on a new occasion, or within the hour of the
+        newest one), against the runner speeds of ``key``'s recorded sessions (relative to the reference
+        ``judged_sessions`` returns); None where they are not all on the yardstick."""
         rates = self._yardstick_rates(key)[1]
         if not rates:
             return None
         reference = statistics.median(rates)
-        return stored.Runner(rate / reference, tuple(r / reference for r in rates), self.slope(key))
+        return stored.Runner(rate / reference, tuple(r / reference for r in rates), self.slope(key, new_occasion))
 
-    def slope(self, key: Optional[str] = None) -> stored.Slope:
+    def slope(self, key: Optional[str] = None, new_occasion: bool = False) -> stored.Slope:
         """How far throughput follows the yardstick within an occasion: pooled over the combinations whose
         sessions all timed it (``stored.pooled_slope``); with ``key``, that combination's own: its sessions'
         fit combined with the slope pooled over the others (``stored.combination_slope``), or the pooled slope
-        where its sessions did not all time the yardstick."""
-        return self._cached(("slope", key), lambda: self._slope(key))
+        where its sessions did not all time the yardstick. With ``new_occasion``, as it holds for a session on
+        a new occasion: steeper by the file's ``extra``."""
+        within = self._cached(("slope", key), lambda: self._slope(key))
+        return stored.across_occasions(within, self.extra()) if new_occasion else within
+
+    def extra(self) -> stored.Extra:
+        """How much further than within an occasion throughput follows the yardstick across the file's
+        occasions (``stored.occasion_extra``), pooled over the combinations whose sessions all timed it, each
+        at its own slope within an occasion, on the file's occasions (``file_occasions``)."""
+        return self._cached("extra", self._extra)
+
+    def _extra(self) -> stored.Extra:
+        occasion, sums = self.file_occasions(), {}
+        for key in self.combinations:
+            rates = self._yardstick_rates(key)[1]
+            if rates:
+                for o, (num, den) in stored.occasion_sums(self._levels(key), rates, occasion[key],
+                                                          self.slope(key).beta).items():
+                    sums[o] = (sums.get(o, (0.0, 0.0))[0] + num, sums.get(o, (0.0, 0.0))[1] + den)
+        return stored.occasion_extra(sums)
+
+    def file_occasions(self) -> Dict[str, List[int]]:
+        """Each combination's sessions' occasions within the whole file (``stored.occasions`` over every dated
+        session of every combination), so that an occasion is the same hour for every combination, also for one
+        added to the matrix later; an undated session joins the one before it, as ``stored.occasions`` has it."""
+        return self._cached("file occasions", self._file_occasions)
+
+    def _file_occasions(self) -> Dict[str, List[int]]:
+        dates = sorted({s["date"] for c in self.combinations.values() for s in c.get("sessions", []) if s.get("date")},
+                       key=stored.parse_date)
+        of = dict(zip(dates, stored.occasions(dates)))
+        out = {}
+        for key, rec in self.combinations.items():
+            seq: List[int] = []
+            for s in rec.get("sessions", []):
+                seq.append(of[s["date"]] if s.get("date") else (seq[-1] if seq else 0))
+            out[key] = seq
+        return out
 
     def _slope(self, key: Optional[str]) -> stored.Slope:
         total = self._cached("slope sums", lambda: sum(map(self._slope_sums, self.combinations), stored.SlopeSums()))
@@ -159,49 +197,51 @@ class Baselines:
         commits = [s.get("commit") for s in self.combinations.get(key, {}).get("sessions", [])]
         return next((c for c in reversed(commits) if c), None)
 
-    def prior(self) -> Optional[stored.Noise]:
-        """The spread between sessions of one occasion pooled over every combination, as the gate judges each."""
+    def prior(self, new_occasion: bool = False) -> Optional[stored.Noise]:
+        """The spread between sessions of one occasion pooled over every combination, as the gate judges each
+        (for a session on a new occasion, or within the hour of the newest one)."""
         keys = list(self.combinations)
-        return self._cached("prior", lambda: stored.pooled_noise(
-            [self.judged_sessions(k)[0] for k in keys], [self.occasions(k) for k in keys],
+        return self._cached(("prior", new_occasion), lambda: stored.pooled_noise(
+            [self.judged_sessions(k, new_occasion)[0] for k in keys], [self.occasions(k) for k in keys],
             [self.fitted(k) for k in keys]))
 
     def drift(self) -> stored.Drift:
-        """The spread of occasion offsets pooled over every combination (the assumed one until two occasions)."""
+        """The spread of occasion offsets pooled over every combination (the assumed one until two occasions),
+        at the slopes a session on a new occasion is judged at."""
         keys = list(self.combinations)
         return self._cached("drift", lambda: stored.pooled_drift(
-            [self.judged_sessions(k)[0] for k in keys], [self.occasions(k) for k in keys], self.prior()))
+            [self.judged_sessions(k, True)[0] for k in keys], [self.occasions(k) for k in keys], self.prior(True)))
 
     def next_session_mds(self, key: str, alpha: float, new_occasion: bool = True) -> Optional[float]:
         """The MDS of ``key``'s next session at ``alpha``, on a new occasion or within the hour of the newest one,
         with the runner at the median of its recorded speeds (None: unknown)."""
-        sessions, reference = self.judged_sessions(key)
-        return stored.next_session_mds(sessions, self.prior(), alpha, self.occasions(key),
+        sessions, reference = self.judged_sessions(key, new_occasion)
+        return stored.next_session_mds(sessions, self.prior(new_occasion), alpha, self.occasions(key),
                                        self.drift() if new_occasion else None,
-                                       self.runner(key, reference) if reference else None)
+                                       self.runner(key, reference, new_occasion) if reference else None)
 
     def judge(self, key: str, samples: Sequence[float], rates: Sequence[float] = (),
               alpha: float = gate.DEFAULT_ALPHA, now: Optional[datetime.datetime] = None) -> gate.Verdict:
         """The stored gate: this session's rounds of ``key`` (images/sec, and the yardstick rates timed beside
         them) against its recorded sessions, at level ``alpha``.
 
-        On the yardstick where every recorded session and this one timed it; with the drift between occasions
-        where ``now`` (default: now) is on another occasion than the newest recorded one; at the combination's
-        own threshold if the file sets one.
+        On the yardstick where every recorded session and this one timed it; with the drift between occasions,
+        and the slopes that hold across them, where ``now`` (default: now) is on another occasion than the newest
+        recorded one; at the combination's own threshold if the file sets one.
 
         Raises:
           ValueError: ``key`` has no recorded session, or a throughput is not positive.
         """
-        sessions, reference = self.judged_sessions(key)
-        runner = self.runner(key, statistics.median(rates)) if rates and reference else None
+        new = self.on_new_occasion(key, now)
+        sessions, reference = self.judged_sessions(key, new)
+        runner = self.runner(key, statistics.median(rates), new) if rates and reference else None
         if runner is None:
             sessions, current = self.sessions(key), list(samples)
         else:
             current = stored.on_yardstick(samples, statistics.median(rates), reference, runner.slope.beta)
         threshold = self.combinations.get(key, {}).get("threshold", gate.STORED_THRESHOLD)
-        drift = self.drift() if self.on_new_occasion(key, now) else None
-        return stored.judge_sessions(sessions, current, threshold, alpha, self.prior(), runner, self.occasions(key),
-                                     drift)
+        return stored.judge_sessions(sessions, current, threshold, alpha, self.prior(new), runner, self.occasions(key),
+                                     self.drift() if new else None)
 
 
 def load(path: str) -> Baselines:
@@ -266,7 +306,7 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
     """Appends one session per combination to the file at ``path`` (keeping the newest ``keep``), atomically.
 
     Thresholds are kept; every combination's MDS is recomputed for a session judging all
-    of the file's combinations at family-wise ``alpha``, and its slope on the yardstick. The new content goes to a
+    of the file's combinations at family-wise ``alpha``, and its slopes on the yardstick. The new content goes to a
     temporary file in the same directory, then is renamed over the old one, so an
     interrupted save never leaves half a file. Returns what was written.
     """
@@ -283,8 +323,10 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
         rec["alpha"] = each
         rec["mds"] = result.next_session_mds(key, each)  # for a session on another day, as CI's are
         rec.pop("slope", None)
+        rec.pop("occasion_slope", None)
         if result.judged_sessions(key)[1]:
             rec["slope"] = round(result.slope(key).beta, 3)
+            rec["occasion_slope"] = round(result.slope(key, new_occasion=True).beta, 3)
     jsonfile.write_atomically(path, {"schema": SCHEMA_VERSION, "profile": profile, "combinations": result.combinations})
     return result
 

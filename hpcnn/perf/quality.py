@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import copy
 import datetime
 import itertools
 import json
@@ -495,6 +496,21 @@ def judge_again(record: dict) -> Dict[str, List[Judged]]:
     return out
 
 
+def rejudged(record: dict) -> dict:
+    """A stored record as this gate decides it (``judge_again``): a copy whose every comparison's verdict (after
+    Holm and confirmation), ratio, level, p-value and MDS, and every session's ``failed``, are this gate's, so
+    that ``summarize_stored`` tells what a change to the gate does to recorded sessions."""
+    out = copy.deepcopy(record)
+    for level, judged in judge_again(record).items():
+        for session, j in zip(out["sessions"][level], judged):
+            for key, rec in session["combinations"].items():
+                first, final = j.holm[key], j.final[key]
+                rec.update(verdict=final.verdict, ratio=first.ratio, alpha=first.alpha, p_slower=first.p_slower,
+                           mds=first.mds)
+            session["failed"] = any(v.failed for v in j.final.values())
+    return out
+
+
 def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 1000,
                     alpha: float = gate.DEFAULT_ALPHA, seed: int = 0) -> dict:
     """Unchanged matrices of ``combinations`` drawn from recorded sessions, leave one session out.
@@ -522,14 +538,15 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
         on_yardstick = baselines.judged_sessions(k)[1] is not None
         for j in range(len(judged[k])):
             without = _leave_out(baselines, k, j)
-            rest, reference = without.judged_sessions(k)
             rest_occasion, held = occasion[k][:j] + occasion[k][j + 1:], baselines.combinations[k]["sessions"][j]
+            new = occasion[k][j] not in rest_occasion  # alone on its occasion: judged as on a new one
+            rest, reference = without.judged_sessions(k, new)
             current = held["samples"] if not on_yardstick else stored.on_yardstick(
-                held["samples"], held["yardstick"]["rate"], reference, without.slope(k).beta)
+                held["samples"], held["yardstick"]["rate"], reference, without.slope(k, new).beta)
             own = [s for s, g in zip(rest, rest_occasion) if g == occasion[k][j]]  # the held-out one's occasion
             v = (stored.judge_sessions(own, current, gate.STORED_THRESHOLD, each, without.prior()) if own else
-                 stored.judge_sessions(rest, current, gate.STORED_THRESHOLD, each, without.prior(),
-                                       occasion=rest_occasion, drift=baselines.drift()))  # alone: a new occasion
+                 stored.judge_sessions(rest, current, gate.STORED_THRESHOLD, each, without.prior(True),
+                                       occasion=rest_occasion, drift=baselines.drift()))
             cases[(k, j)] = v.failed
     counts = [len(judged[keys[i % len(keys)]]) for i in range(combinations)]
     failures = 0

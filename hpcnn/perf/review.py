@@ -31,13 +31,15 @@ from hpcnn.perf.baselines import Baselines
 @dataclasses.dataclass(frozen=True)
 class Row:
     """One combination: sessions per occasion, images/sec (median of raw session medians), its slope on the
-    yardstick (None: judged raw), the spread of log session level within an occasion, the MDS of a session on
-    a new occasion and within the hour of the newest one (None: unknown), and its threshold."""
+    yardstick within an occasion and for a session on a new occasion (None: judged raw), the spread of log
+    session level within an occasion, the MDS of a session on a new occasion and within the hour of the newest
+    one (None: unknown), and its threshold."""
 
     key: str
     sessions: List[int]
     images_per_sec: float
     slope: Optional[float]
+    occasion_slope: Optional[float]
     spread: Optional[float]
     mds_new_occasion: Optional[float]
     mds_within_hour: Optional[float]
@@ -60,7 +62,8 @@ def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
         noise = stored.moderated_noise(sessions, b.prior(), occasion, b.fitted(key))
         out.append(Row(key, [occasion.count(g) for g in sorted(set(occasion))],
                        statistics.median(statistics.median(s) for s in b.sessions(key)),
-                       b.slope(key).beta if reference else None, noise.sigma if noise else None,
+                       b.slope(key).beta if reference else None,
+                       b.slope(key, new_occasion=True).beta if reference else None, noise.sigma if noise else None,
                        b.next_session_mds(key, each), b.next_session_mds(key, each, new_occasion=False),
                        b.combinations[key].get("threshold", gate.STORED_THRESHOLD)))
     return out
@@ -104,22 +107,6 @@ def _sessions_failing(sessions: Sequence[Dict[str, gate.Verdict]]) -> int:
     return sum(any(v.failed for v in s.values()) for s in sessions)
 
 
-def file_occasions(b: Baselines) -> Dict[str, List[int]]:
-    """Each combination's sessions' occasions within the whole file (``stored.occasions`` over every dated
-    session of every combination), so that an occasion is the same hour for every combination, also for one
-    added to the matrix later; an undated session joins the one before it, as ``stored.occasions`` has it."""
-    dates = sorted({s["date"] for c in b.combinations.values() for s in c.get("sessions", []) if s.get("date")},
-                   key=stored.parse_date)
-    of = dict(zip(dates, stored.occasions(dates)))
-    out = {}
-    for key, rec in b.combinations.items():
-        seq: List[int] = []
-        for s in rec.get("sessions", []):
-            seq.append(of[s["date"]] if s.get("date") else (seq[-1] if seq else 0))
-        out[key] = seq
-    return out
-
-
 def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     """Each occasion of ``b`` held out in turn: its sessions judged, as CI sessions on a new occasion, against
     the others. Empty where the file holds one occasion.
@@ -132,7 +119,7 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
     """
     keys = sorted(b.combinations)
     sessions = {k: b.combinations[k].get("sessions", []) for k in keys}
-    occasion = file_occasions(b)
+    occasion = b.file_occasions()
     count = 1 + max((max(o) for o in occasion.values() if o), default=-1)
     # after every session of the file, so that every held-out occasion is another than the rest, as by its dates
     dates = [stored.parse_date(s.get("date")) for k in keys for s in sessions[k]]
@@ -212,6 +199,13 @@ def format_backtest(held: Sequence[HeldOut]) -> List[str]:
     return lines + [backtest_line(held)]
 
 
+def _slopes(r: Row) -> str:
+    """A row's slope within an occasion, then the one for a new occasion where it differs ("raw": none)."""
+    if r.slope is None:
+        return "raw"
+    return f"{r.slope:.2f}" + (f"/{r.occasion_slope:.2f}" if r.occasion_slope != r.slope else "")
+
+
 def _pct(x: Optional[float], weak: bool = False) -> str:
     return ("?" if x is None else f"{x:.1%}") + ("!" if weak else "")
 
@@ -222,7 +216,7 @@ def format_review(b: Baselines, path: str, alpha: float = gate.DEFAULT_ALPHA) ->
     table = rows(b, alpha)
     dates = sorted(s["date"] for c in b.combinations.values() for s in c["sessions"] if s.get("date"))
     most = max(table, key=lambda r: sum(r.sessions))
-    drift, prior, slope = b.drift(), b.prior(), b.slope()
+    drift, prior, slope, extra = b.drift(), b.prior(), b.slope(), b.extra()
     lines = [f"{path}: {len(table)} combination(s), up to {sum(most.sessions)} session(s) on "
              f"{len(most.sessions)} occasion(s)" + (f", {dates[0][:16]} to {dates[-1][:16]}" if dates else ""),
              f"each judged at alpha {gate.combination_alpha(alpha, len(table)):.2g} ({alpha:g} over {len(table)}) "
@@ -232,14 +226,16 @@ def format_review(b: Baselines, path: str, alpha: float = gate.DEFAULT_ALPHA) ->
              + (f"(measured on {drift.measured_df} contrast(s), moderated towards the assumed "
                 f"{stored.ASSUMED_DRIFT_SIGMA:.0%})" if drift.measured_df else "(assumed: record another occasion)")
              + (f"; slope on the yardstick {slope.beta:.2f} pooled over {slope.sessions} session(s)"
-                if slope.sessions else "")]
+                if slope.sessions else "")
+             + (f", {extra.beta:+.2f} for a new occasion (measured on {extra.occasions} occasions, moderated "
+                "towards none)" if extra.occasions else "")]
     width = max([len(r.key) for r in table] + [11])
-    head = (f"{'combination':<{width}}  {'sessions':>10}  {'images/sec':>10}  {'slope':>5}  {'spread':>6}  "
+    head = (f"{'combination':<{width}}  {'sessions':>10}  {'images/sec':>10}  {'slope':>9}  {'spread':>6}  "
             f"{'MDS new occasion':>16}  {'MDS within hour':>15}  threshold")
     lines += [head, "-" * len(head)]
     for r in table:
         lines.append(f"{r.key:<{width}}  {'+'.join(map(str, r.sessions)):>10}  {r.images_per_sec:10.4g}  "
-                     f"{'raw' if r.slope is None else f'{r.slope:.2f}':>5}  {_pct(r.spread):>6}  "
+                     f"{_slopes(r):>9}  {_pct(r.spread):>6}  "
                      f"{_pct(r.mds_new_occasion, r.weak):>16}  {_pct(r.mds_within_hour):>15}  {r.threshold:.0%}")
     if any(r.weak for r in table):
         lines.append("MDS!: above the threshold (or unknown); a drop of the threshold's size usually passes there "
