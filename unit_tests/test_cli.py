@@ -124,6 +124,10 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
     assert p.stderr.startswith("hpcnn: error: --model='nope'")
 
 
+PAIRED_RECORD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines", "quality",
+                             "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")  # a record, not a stored one
+
+
 @pytest.mark.parametrize("argv,line", [
     (["hpcnn.data_tool", "shred"], "hpcnn-data: error: argument command: invalid choice: 'shred'"),
     (["hpcnn.data_tool", "check"], "hpcnn-data: error: the following arguments are required: "),
@@ -133,6 +137,12 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
      "hpcnn-perf: error: argument --restart-every: -1 is not a whole number of round pairs (0: never restart)"),
     (["hpcnn.perf.cli", "gate-quality", "--slowdowns=0.05,abc"],
      "hpcnn-perf: error: argument --slowdowns: 0.05,abc is not a comma-separated list of fractions, each 0 <= f < 1"),
+    (["hpcnn.perf.cli", "gate-quality", "--rejudge=record.json"],
+     "hpcnn-perf: error: --rejudge judges a --mode=stored record again; --mode=paired has none"),
+    (["hpcnn.perf.cli", "gate-quality", "--mode=stored", "--rejudge=/nonexistent/record.json"],
+     "hpcnn-perf: error: --rejudge=/nonexistent/record.json: not a readable JSON record ([Errno 2]"),
+    (["hpcnn.perf.cli", "gate-quality", "--mode=stored", f"--rejudge={PAIRED_RECORD}"],
+     f"hpcnn-perf: error: --rejudge={PAIRED_RECORD}: not a --mode=stored record of hpcnn-perf gate-quality "),
     (["hpcnn.perf.cli", "gate-quality", "--slowdowns=1.5"],
      "hpcnn-perf: error: argument --slowdowns: 1.5 is not a comma-separated list of fractions, each 0 <= f < 1 "
      "(0 alone: unchanged code only)"),

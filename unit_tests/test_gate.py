@@ -1303,6 +1303,24 @@ def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decide
     assert min(v["ratio"] for s in now["sessions"]["0.0"] for v in s["combinations"].values()) > 0.73
 
 
+def test_gate_quality_rejudge_prints_what_ran_beside_what_this_gate_decides(tmp_path, capsys):
+    """`hpcnn-perf gate-quality --mode=stored --rejudge RECORD` on the Zen 3 record: what ran (2 of 37 unchanged
+    sessions failed), then this gate's report from the same rounds, and --json writes the record judged again."""
+    from hpcnn.perf.cli import main as perf_main
+
+    out = tmp_path / "again.json"
+    assert perf_main(["gate-quality", "--mode=stored", f"--rejudge={ZEN3_STORED}", f"--json={out}"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:4] == ["as it ran:", "  planted   0%: 2/37 sessions failed (5 before confirmation)",
+                         "judged again by this gate, from the same rounds:",
+                         "planted   0%: 0/37 sessions failed (1 before confirmation)"]
+    assert lines[-1] == "unchanged: 0 of 37 sessions failed (the bar: none): met"
+    with open(out) as f:
+        again = json.load(f)
+    with open(ZEN3_STORED) as f:
+        assert again == quality.rejudged(json.load(f))
+
+
 def test_the_zen5_live_stored_record_fails_no_unchanged_session_and_catches_only_within_the_hour():
     """The Zen 5 record of 00:53-02:16 on 2026-11-28, against that runner's first occasion alone (5 sessions at
     00:50-00:53, begun seconds after a CI run): 20 rounds of unchanged, planted-10% and planted-25% sessions. The

@@ -114,6 +114,10 @@ def _parser():
     q.add_argument("--hardware-profile", help="stored: the profile id of the baselines (default: detected)")
     q.add_argument("--pause-seconds", type=float, default=0.0, help="stored: wait between rounds of sessions")
     q.add_argument("--pytest-args", default="", help="stored: extra pytest arguments, e.g. \"-k trivial\"")
+    q.add_argument("--rejudge", metavar="RECORD",
+                   help="stored: judge the sessions of a --json record again with this gate, against the baselines "
+                        "they were judged against, and print what ran beside what this gate decides (measures "
+                        "nothing; --json writes the record as judged again)")
     q.add_argument("--baselines-file", help="simulate: a baselines file with several sessions per combination")
     q.add_argument("--paired-json", help="simulate: a --mode=paired --json record to resample pairs from")
     q.add_argument("--combinations", type=int, default=400, help="simulate: size of the simulated matrix")
@@ -356,6 +360,8 @@ def cmd_gate_quality(args):
     slowdowns = args.slowdowns or list(default)
     if args.resume and args.mode != "paired":
         _usage(f"--resume extends a --mode=paired record; --mode={args.mode} has none")
+    if args.rejudge and args.mode != "stored":
+        _usage(f"--rejudge judges a --mode=stored record again; --mode={args.mode} has none")
     if args.mode == "paired":
         earlier = _resumed(args) if args.resume else None  # refused before TensorFlow loads if unreadable
         _schedule_shape(args)
@@ -372,6 +378,8 @@ def cmd_gate_quality(args):
                                         gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
                                         restart_every=args.restart_every)
         print("\n".join(quality.paired_report(record["summary"])))
+    elif args.mode == "stored" and args.rejudge:
+        record = _rejudged(args.rejudge, quality)
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")
@@ -392,6 +400,28 @@ def cmd_gate_quality(args):
     if args.json:
         jsonfile.write_atomically(args.json, record)
     return 0
+
+
+def _rejudged(path: str, quality) -> dict:
+    """``--rejudge``: the stored record at ``path`` judged again by this gate (``quality.rejudged``), its
+    report printed after what ran; refused in one line if it is not such a record."""
+    from hpcnn.perf.baselines import BaselineError
+
+    try:
+        with open(path) as f:
+            record = json.load(f)
+        again = quality.rejudged(record)
+        ran, now = quality.summarize_stored(record), quality.summarize_stored(again)
+    except (OSError, ValueError) as e:
+        _usage(f"--rejudge={path}: not a readable JSON record ({e})")
+    except (BaselineError, KeyError, TypeError, AttributeError, IndexError) as e:
+        _usage(f"--rejudge={path}: not a --mode=stored record of hpcnn-perf gate-quality "
+               f"({type(e).__name__}: {e}); allowed: a --json record with 'sessions' and 'baselines'")
+    print("as it ran:")
+    print("\n".join("  " + line for line in quality.stored_report(ran)[:len(ran)]))
+    print("judged again by this gate, from the same rounds:")
+    print("\n".join(quality.stored_report(now)))
+    return again
 
 
 def _print_false_failure(slowdown: float, process) -> None:
