@@ -26,6 +26,7 @@ gate's noise. ``Baselines.judge`` is the stored gate for one combination.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import datetime
 import json
@@ -33,6 +34,8 @@ import os
 import statistics
 import subprocess
 from typing import Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
+
+import numpy as np
 
 from hpcnn import jsonfile
 from hpcnn.perf import gate, stored, yardstick
@@ -123,14 +126,14 @@ class Baselines:
         return self._cached("extra", self._extra)
 
     def _extra(self) -> stored.Extra:
-        occasion, sums = self.file_occasions(), {}
+        occasion, sums = self.file_occasions(), collections.defaultdict(lambda: np.zeros(2))
         for key in self.combinations:
             rates = self._yardstick_rates(key)[1]
             if rates:
-                for o, (num, den) in stored.occasion_sums(self._levels(key), rates, occasion[key],
-                                                          self.slope(key).beta).items():
-                    sums[o] = (sums.get(o, (0.0, 0.0))[0] + num, sums.get(o, (0.0, 0.0))[1] + den)
-        return stored.occasion_extra(sums)
+                for o, pair in stored.occasion_sums(self._levels(key), rates, occasion[key],
+                                                    self.slope(key).beta).items():
+                    sums[o] += pair
+        return stored.occasion_extra({o: (float(num), float(den)) for o, (num, den) in sums.items()})
 
     def file_occasions(self) -> Dict[str, List[int]]:
         """Each combination's sessions' occasions within the whole file (``stored.occasions`` over every dated
