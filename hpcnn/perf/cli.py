@@ -410,15 +410,16 @@ def _rejudged(path: str, quality) -> dict:
     try:
         with open(path) as f:
             record = json.load(f)
-        again = quality.rejudged(record)
-        ran, now = quality.summarize_stored(record), quality.summarize_stored(again)
     except (OSError, ValueError) as e:
         _usage(f"--rejudge={path}: not a readable JSON record ({e})")
-    except (BaselineError, KeyError, TypeError, AttributeError, IndexError) as e:
+    try:
+        again = quality.rejudged(record)
+        ran, now = quality.summarize_stored(record), quality.summarize_stored(again)
+    except (BaselineError, KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         _usage(f"--rejudge={path}: not a --mode=stored record of hpcnn-perf gate-quality "
                f"({type(e).__name__}: {e}); allowed: a --json record with 'sessions' and 'baselines'")
     print("as it ran:")
-    print("\n".join("  " + line for line in quality.stored_report(ran)[:len(ran)]))
+    print("\n".join("  " + line for line in quality.stored_levels(ran)))
     print("judged again by this gate, from the same rounds:")
     print("\n".join(quality.stored_report(now)))
     return again

@@ -438,16 +438,19 @@ def paired_report(summary: dict) -> List[str]:
             *bar_lines(paired_bars(summary), summary["flagged"].get(str(0.0), 0), runs, "run")]
 
 
+def stored_levels(summary: dict) -> List[str]:
+    """A stored record's summary in a line per level: the sessions that failed, and before confirmation."""
+    return [f"planted {float(s):4.0%}: {level['failed']}/{level['sessions']} sessions failed"
+            + (f" ({level['failed_first']} before confirmation)" if level["failed_first"] != level["failed"] else "")
+            for s, level in summary.items()]
+
+
 def stored_report(summary: dict) -> List[str]:
-    """What a stored quality run prints at its end: sessions failed per level, the per-combination table, and the
-    issue's bars, asked where a session's MDS was below the plant's drop."""
-    lines = []
-    for s, level in summary.items():
-        first = level["failed_first"]
-        lines.append(f"planted {float(s):4.0%}: {level['failed']}/{level['sessions']} sessions failed"
-                     + (f" ({first} before confirmation)" if first != level["failed"] else ""))
+    """What a stored quality run prints at its end: sessions failed per level (``stored_levels``), the
+    per-combination table, and the issue's bars, asked where a session's MDS was below the plant's drop."""
     unchanged = summary[str(0.0)]
-    return [*lines, "", "per combination (after Holm's step-down and confirmation):", *stored_table(summary), "",
+    return [*stored_levels(summary), "", "per combination (after Holm's step-down and confirmation):",
+            *stored_table(summary), "",
             "the issue's bar, where a session's MDS was below the plant's drop in throughput:",
             *bar_lines(stored_bars(summary), unchanged["failed"], unchanged["sessions"], "session")]
 
@@ -544,7 +547,7 @@ def simulate_stored(baselines: Baselines, combinations: int = 400, draws: int = 
             current = held["samples"] if not on_yardstick else stored.on_yardstick(
                 held["samples"], held["yardstick"]["rate"], reference, without.slope(k, new).beta)
             own = [s for s, g in zip(rest, rest_occasion) if g == occasion[k][j]]  # the held-out one's occasion
-            v = (stored.judge_sessions(own, current, gate.STORED_THRESHOLD, each, without.prior()) if own else
+            v = (stored.judge_sessions(own, current, gate.STORED_THRESHOLD, each, without.prior()) if not new else
                  stored.judge_sessions(rest, current, gate.STORED_THRESHOLD, each, without.prior(True),
                                        occasion=rest_occasion, drift=baselines.drift()))
             cases[(k, j)] = v.failed

@@ -96,6 +96,8 @@ SLOPE_SPREAD = 0.15
 # The spread of log session levels about that fit within an occasion, for a file of few sessions (0.02-0.09 on
 # the yardstick over the sessions named in baselines/README.md): worth PRIOR_DF degrees of freedom
 RESIDUAL_SD = 0.05
+# The steepest slope a fit or its correction across occasions may reach (the shallowest is 0: none)
+MAX_SLOPE = 1.5
 # Between occasions throughput follows the yardstick further than within one: on the Zen 4 runner's eight
 # occasions a session judged against the other occasions was predicted best at its within-occasion slope plus
 # 0.26 (0.19-0.29 with any one occasion left out; 0.21 over the Zen 3 runner's three), most of it from its slow
@@ -275,7 +277,7 @@ def combination_slope(pooled: Slope, levels_: Sequence[float], speeds: Sequence[
 
 def _fit_slope(sums: SlopeSums, prior_beta: float, prior_var: float) -> Optional[Tuple[float, float, int, float]]:
     """The least-squares slope of level on log speed about each occasion's means, its residual variance
-    moderated towards ``RESIDUAL_SD``, combined with a normal prior: (slope clipped to 0-1.5, its variance, the
+    moderated towards ``RESIDUAL_SD``, combined with a normal prior: (slope clipped to 0-MAX_SLOPE, its variance, the
     sessions it rests on, the weight of the data in it); None without an occasion of two sessions apart."""
     df = sums.n - sums.groups - 1
     if sums.sxx <= 0 or df <= 0:
@@ -285,7 +287,7 @@ def _fit_slope(sums: SlopeSums, prior_beta: float, prior_var: float) -> Optional
     own_var = residual / sums.sxx
     var = 1 / (1 / prior_var + 1 / own_var)
     beta = var * (prior_beta / prior_var + own / own_var)
-    return float(np.clip(beta, 0.0, 1.5)), var, sums.n, var / own_var
+    return float(np.clip(beta, 0.0, MAX_SLOPE)), var, sums.n, var / own_var
 
 
 def occasion_sums(levels_: Sequence[float], speeds: Sequence[float], occasion: Sequence[int],
@@ -329,7 +331,7 @@ def across_occasions(slope: Slope, extra: Extra) -> Slope:
     """``slope`` (within an occasion) as it holds for a session on a new occasion: steeper by ``extra``."""
     if not extra.occasions:
         return slope
-    return dataclasses.replace(slope, beta=float(np.clip(slope.beta + extra.beta, 0.0, 1.5)),
+    return dataclasses.replace(slope, beta=float(np.clip(slope.beta + extra.beta, 0.0, MAX_SLOPE)),
                                var=slope.var + extra.var)
 
 
