@@ -1327,6 +1327,28 @@ def test_the_zen4_live_stored_record_against_eight_occasions_fails_nothing_at_th
                            "trivial-independent-NHWC-2dev-fp32-b32": (7, 8)} == after.judged
 
 
+def test_the_zen4_live_stored_record_of_the_slope_across_occasions_meets_the_bar_where_in_reach():
+    """The Zen 4 record of 13:57-15:03 on 2026-11-28, run by this gate (the slope across occasions of 849f03c)
+    against the same eight-occasion file, four hours after its newest session: 20 unchanged and 20 planted-25%
+    sessions, the runner at 0.74-1.09x. No unchanged session failed, even before confirmation, and where a
+    session's MDS was below the plant's 20% drop the planted 25% was caught every time (alexnet fp32, lenet and
+    trivial-independent); the four combinations out of reach were still caught in 16-19 of 20."""
+    record = _judged_again_as_it_ran(os.path.join(
+        QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.stored.json"))
+    assert _recorded_days(record) == {"2026-11-25", "2026-11-26", "2026-11-28"} and max(
+        s["date"] for c in record["baselines"]["combinations"].values() for s in c["sessions"]) < "2026-11-28T10"
+    summary = quality.summarize_stored(record)
+    assert (summary["0.0"]["failed"], summary["0.0"]["failed_first"]) == (0, 0)
+    assert summary["0.25"]["failed"] == 20
+    (bar,) = quality.stored_bars(summary)
+    assert bar.judged == {"alexnet-parameter_server-NHWC-1dev-fp32-b16": (20, 20),
+                          "lenet-parameter_server-NHWC-1dev-fp32-b32": (20, 20),
+                          "trivial-independent-NHWC-2dev-fp32-b32": (11, 11)} and not bar.short
+    caught = {k: sum(s["combinations"][k]["verdict"] == gate.REGRESSION for s in record["sessions"]["0.25"])
+              for k in bar.out_of_reach}
+    assert sorted(caught.values()) == [16, 17, 18, 19]
+
+
 def test_gate_quality_rejudge_prints_what_ran_beside_what_this_gate_decides(tmp_path, capsys):
     """`hpcnn-perf gate-quality --mode=stored --rejudge RECORD` on the Zen 3 record: what ran (2 of 37 unchanged
     sessions failed), then this gate's report from the same rounds, and --json writes the record judged again."""
