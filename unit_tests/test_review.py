@@ -166,6 +166,23 @@ def test_an_occasion_is_the_same_hour_for_a_combination_added_to_the_matrix_late
                                             "2026-11-28T07:0", "2026-11-28T09:2"]
 
 
+def test_a_combination_whose_own_sessions_leave_a_gap_that_another_filled_has_one_occasion_there():
+    """The shipped Zen 4 file with one alexnet session moved into the hour between the occasions of 00:49 and
+    01:53 (which lie 61 minutes apart): the machine then never stood idle for an hour, and lenet, whose own
+    sessions still leave that gap, is judged as the slope across occasions and the backtest see it, on one
+    occasion there."""
+    b = baselines.load(os.path.join(SHIPPED_BASELINES, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.json"))
+    lenet, alexnet = "lenet-parameter_server-NHWC-1dev-fp32-b32", "alexnet-parameter_server-NHWC-1dev-fp32-b16"
+    assert b.occasions(lenet)[14:24] == [3] * 5 + [4] * 5
+    moved = [dict(s) for s in b.combinations[alexnet]["sessions"]]
+    assert moved[18]["date"].startswith("2026-11-26T00:5") and moved[19]["date"].startswith("2026-11-26T01:5")
+    moved[18]["date"] = "2026-11-26T01:21:00+00:00"
+    bridged = Baselines(b.profile, {**b.combinations, alexnet: {**b.combinations[alexnet], "sessions": moved}})
+    assert stored.occasions([s["date"] for s in bridged.combinations[lenet]["sessions"]])[14:24] == [3] * 5 + [4] * 5
+    assert bridged.occasions(lenet)[14:24] == [3] * 10 and max(bridged.occasions(lenet)) == 6
+    assert all(bridged.occasions(k) == bridged.file_occasions()[k] for k in bridged.combinations)
+
+
 def test_a_file_of_one_occasion_has_nothing_to_backtest(tmp_path):
     one = {k: {"sessions": rec["sessions"][:5]} for k, rec in ZEN4["recorded"].items()}
     b, _ = _saved(tmp_path, one)

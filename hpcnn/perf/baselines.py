@@ -185,9 +185,14 @@ class Baselines:
         return self.slope(key).fitted if self._yardstick_rates(key)[1] else 0.0
 
     def occasions(self, key: str) -> List[int]:
-        """The occasion of each recorded session of ``key`` (``stored.occasions`` of their dates)."""
-        return list(self._cached(("occasions", key), lambda: stored.occasions(
-            [s.get("date") for s in self.combinations.get(key, {}).get("sessions", [])])))
+        """The occasion of each recorded session of ``key``, numbered from 0 among its own: the file's occasions
+        (``file_occasions``), so that the gate and the slope across occasions group sessions alike, also where
+        another combination's sessions ran in a gap of this one's."""
+        def numbered() -> List[int]:
+            seq = self.file_occasions().get(key, [])
+            rank = {g: i for i, g in enumerate(sorted(set(seq)))}
+            return [rank[g] for g in seq]
+        return list(self._cached(("occasions", key), numbered))
 
     def on_new_occasion(self, key: str, now: Optional[datetime.datetime] = None) -> bool:
         """Whether a session of ``key`` at ``now`` (default: now) runs on another occasion than its newest one."""
