@@ -125,7 +125,7 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
 
 
 PAIRED_RECORD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines", "quality",
-                             "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")  # a record, not a stored one
+                             "three-step-rounds", "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")  # not stored
 
 
 @pytest.mark.parametrize("argv,line", [

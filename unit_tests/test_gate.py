@@ -25,7 +25,7 @@ from scipy import stats
 from hpcnn.perf import baselines as baselines_lib
 from hpcnn.perf import gate, paired, quality, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
-from hpcnn.perf.matrix import Combination
+from hpcnn.perf.matrix import Combination, build_matrix
 from unit_tests.recorded import DATA, EIGHT_OCCASIONS, SLOW_SPELLS, TWO_DAYS_LATER
 from unit_tests.helpers import SHIPPED_BASELINES
 
@@ -152,6 +152,7 @@ XEON_PAIRED = os.path.join(QUALITY_RECORDS, "equal-part-looks",
                            "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.paired.json")
 ZEN4_PAIRED = os.path.join(QUALITY_RECORDS, "per-process-plants",
                            "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json")  # runs of the smoke matrix
+THREE_STEP_ROUNDS = os.path.join(QUALITY_RECORDS, "three-step-rounds")  # the design before paired.round_steps
 
 
 def _in_order(comparison: dict, schedule: sequential.Schedule, threshold: float, alpha: float):
@@ -192,7 +193,7 @@ def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_th
 def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchanged_run():
     """The unchanged comparisons of the paired records of earlier designs (their plants differ, but unchanged
     sides carry none), replayed pair by pair through this gate's looks and Holm's step-down: each stops within
-    the pairs it recorded, and none of their 28 runs of unchanged code fails, on three CPU classes."""
+    the pairs it recorded, and none of their 34 runs of unchanged code fails, on four CPU classes."""
     paths = sorted(glob.glob(os.path.join(QUALITY_RECORDS, "*", "*.paired.json")))
     runs = {}
     for path in paths:
@@ -209,8 +210,9 @@ def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchange
             verdicts = sequential.family_verdicts(replayed, schedule, record["threshold"], record["alpha"])
             assert not [k for k, v in verdicts.items() if v.failed], (path, r)
         runs[record["profile_id"]] = runs.get(record["profile_id"], 0) + ran
-    assert runs == {"cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21": 2,
-                    "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21": 11,
+    assert runs == {"cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21": 4,
+                    "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21": 14,
+                    "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21": 1,
                     "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21": 15}
 
 
@@ -373,6 +375,23 @@ def test_a_worker_answers_only_once_its_input_pipeline_has_filled_its_buffers():
     assert _busy_share_of_one_core(0.2) < 0.1
     assert 0.1 < waited < 60.0
     assert worker.settle() < 0.2  # a quiet process answers at once
+
+
+@pytest.mark.parametrize("matrix", ["smoke", "full"])
+def test_every_paired_round_alternates_in_all_its_chunks_and_stored_rounds_keep_their_steps(matrix):
+    """Alexnet's smoke rounds are 3 steps, which cut into 3 chunks, not 10: in a pair each side runs 10, one
+    per chunk; every other round already had a step per chunk and keeps its length."""
+    for c in build_matrix(matrix):
+        steps = paired.round_steps(c)
+        assert len(paired.chunk_sizes(steps, paired.CHUNKS)) == paired.CHUNKS
+        assert steps == c.steps_per_round or (c.steps_per_round < paired.CHUNKS and steps == paired.CHUNKS)
+    smoke = {c.key: paired.round_steps(c) for c in build_matrix("smoke")}
+    assert [smoke[k] for k in sorted(smoke)] == [10, 10, 30, 20, 20, 30, 20]  # alexnet bf16, fp32, lenet, ...
+    log = []
+    a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
+    alexnet = next(c for c in build_matrix("smoke") if c.model == "alexnet")
+    paired.pair_runner(a, b, alexnet)(0)
+    assert log[2:] == [(name, 1) for _ in range(5) for name in ("A", "B", "B", "A")]  # after a settle chunk each
 
 
 @pytest.mark.parametrize("steps,chunks,sizes", [(30, 10, [3] * 10), (7, 3, [3, 2, 2]), (3, 10, [1, 1, 1]),
@@ -1092,8 +1111,18 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     per_run = {**settled, "plant": "one amount per side, sized in the pair's chunks, measured afresh"}
     with pytest.raises(ValueError, match="plant is \"one amount per side, sized in the pair's chunks"):
         quality.check_resumable(per_run, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
-    fresh = {**settled, "plant": paired.PLANT}
+    three_step = {**settled, "plant": paired.PLANT}
+    # one plant, but rounds of the combination's own steps, however few chunks they made (records before
+    # paired.round_steps): a 3-step alexnet round alternated in 3 chunks, not 10
+    with pytest.raises(ValueError,
+                       match=r"round_steps is None, this run's \{'trivial-independent-NHWC-2dev-fp32-b32': 20\}"):
+        quality.check_resumable(three_step, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
+    fresh = {**three_step, "round_steps": {"trivial-independent-NHWC-2dev-fp32-b32": 20}}
     quality.check_resumable(fresh, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
+    with pytest.raises(ValueError, match="round_steps"):  # alexnet's smoke rounds: 10 steps a side now
+        alexnet = next(c for c in build_matrix("smoke") if c.model == "alexnet")
+        quality.check_resumable({**fresh, "round_steps": {alexnet.key: alexnet.steps_per_round}},
+                                "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **{**same, "combos": [alexnet]})
     with pytest.raises(ValueError, match="restart_every is 4, this run's 2"):
         quality.check_resumable(fresh, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same, restart_every=2)
     with pytest.raises(ValueError, match="profile_id is 'cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21'"):
@@ -1477,7 +1506,7 @@ def test_the_stored_bar_is_asked_only_of_sessions_whose_mds_is_below_the_plants_
 def test_the_paired_bar_counts_runs_after_holm():
     """Zen 5's first paired run: 5% caught in 7/7, 10% missed on alexnet bf16, so that bar is not met; Zen 3's two
     runs meet both. Unchanged code failed nowhere."""
-    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
+    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
         zen5 = quality.summarize_paired(json.load(f))
     five, ten = quality.paired_bars(zen5)
     assert (five.level, five.met, ten.level, ten.met) == (0.05, True, 0.10, False)
@@ -1485,7 +1514,7 @@ def test_the_paired_bar_counts_runs_after_holm():
     lines = quality.bar_lines([five, ten], zen5["flagged"]["0.0"], zen5["runs"], "run")
     assert lines[0] == "unchanged: 0 of 1 runs failed (the bar: none): met"
     assert "at least 1 run each" in lines[1] and "short: alexnet-parameter_server-NHWC-1dev-bf16-b16 0/1" in lines[2]
-    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
+    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
         zen3 = quality.summarize_paired(json.load(f))
     assert [b.met for b in quality.paired_bars(zen3)] == [True, True]
 
@@ -1499,7 +1528,7 @@ def test_a_quality_run_ends_with_its_table_and_the_bars():
     assert zen4[-3] == "the issue's bar, where a session's MDS was below the plant's drop in throughput:"
     assert zen4[-2] == "unchanged: 0 of 20 sessions failed (the bar: none): met"
     assert zen4[-1].startswith("planted 25% (throughput x0.800; the bar: 95%): met on 5 combination(s); out of reach")
-    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
+    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
         zen3 = quality.paired_report(quality.summarize_paired(json.load(f)))
     assert zen3[0].startswith("planted   0%: 0/2 runs with a false failure")
     assert zen3[-2:] == ["planted 5% (throughput x0.952; the bar: 80%): met on 6 combination(s), at least 2 runs each",

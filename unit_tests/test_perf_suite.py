@@ -228,13 +228,16 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
 
 QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
 # records of earlier designs, and what each holds where the default measurement now differs: each process
-# searched its own plant; each run searched one per side; every early look had an equal part of the level
+# searched its own plant; each run searched one per side; every early look had an equal part of the level;
+# alexnet's rounds were its 3 steps, 3 chunks (none recorded round lengths)
 EQUAL_PARTS = {"min_pairs": 8, "step": 4, "max_pairs": 20}
 EARLIER_DESIGNS = {
-    os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None},
+    os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None, "round_steps": None},
     os.path.join(QUALITY, "per-run-plants"): {
-        "schedule": EQUAL_PARTS, "plant": "one amount per side, sized in the pair's chunks, measured afresh"},
-    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS}}
+        "schedule": EQUAL_PARTS, "plant": "one amount per side, sized in the pair's chunks, measured afresh",
+        "round_steps": None},
+    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS, "round_steps": None},
+    os.path.join(QUALITY, "three-step-rounds"): {"round_steps": None}}
 
 
 def _paired_records():
@@ -262,7 +265,8 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
         assert {field: record.get(field) for field in earlier} == earlier
         with pytest.raises(ValueError, match="cannot resume: the record's "):
             resume(record)
-        now = {"schedule": vars(sequential.Schedule()), "plant": paired.PLANT}
+        now = {"schedule": vars(sequential.Schedule()), "plant": paired.PLANT,
+               "round_steps": quality.round_steps(combos)}
         resume({**record, **{field: now[field] for field in earlier}})  # those fields are all that differs
     else:
         resume(record)

@@ -58,7 +58,7 @@ class Side:
         combo.config(device, **self.overrides)  # a variant this hpcnn refuses fails here, not in the worker
         self._spec = {"config": {k: v for k, v in combo.config(device).to_dict().items() if k in _FIELDS},
                       "overrides": self.overrides, "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown,
-                      "plant_chunk": chunk_sizes(combo.steps_per_round, CHUNKS)[0],
+                      "plant_chunk": chunk_sizes(round_steps(combo), CHUNKS)[0],
                       "source": os.path.abspath(source_dir)}
         if plant_slowdown and plant_units:  # an amount chosen before (a quality measurement's first run): no search
             self._spec["plant_units"] = plant_units
@@ -182,14 +182,14 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
     processes before every ``restart_every``-th pair (0: never), in the order
     the pair's chunks start (see the module's docstring). Before the first pair
     and after a restart, each side first runs ``SETTLE_CHUNKS`` untimed chunks. Each side's round of
-    ``steps_per_round`` steps is cut into up to ``chunks`` chunks run
+    ``round_steps`` steps is cut into up to ``chunks`` chunks run
     A B B A A B ... (B first for odd r), so the machine's drift over
     a second or two hits both sides alike. Measured on trivial-ps here, unchanged
     code: the spread of a pair's log-ratio was 6.6% with whole rounds run A B,
     5.1% with 2 chunks and 1.6-2.2% with 6-30 chunks of the same 60 steps.
     """
     batch = combo.batch_size * combo.num_devices
-    sizes = chunk_sizes(combo.steps_per_round, chunks)
+    sizes = chunk_sizes(round_steps(combo, chunks), chunks)
 
     def run_pair(r: int):
         fresh = r == 0 or bool(restart_every and r % restart_every == 0)  # a new process pair: settle it first
@@ -212,6 +212,22 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
 
     run_pair.processes = []
     return run_pair
+
+
+def round_steps(combo: Combination, chunks: int = CHUNKS) -> int:
+    """The steps of one side's timed round in a pair: the combination's own, but at least one per chunk, so
+    that every round alternates in ``chunks`` chunks, as finely as the chunk measurement above asks.
+
+    Alexnet's smoke rounds are 3 steps (1-1.6 s a side on a 2-core CPU), so they alternated in 3 chunks, and
+    in the paired quality records its pairs spread most (4.5% on Zen 4 against 3.0-3.6%). Measured on the
+    Zen 4 runner (2026-11-28 15:04-15:42, unchanged code, two comparisons of 20 pairs per model and length,
+    the lengths interleaved): the robust spread of a pair's log-ratio was 1.38% and 1.31% at 3 steps, 0.66%
+    and 0.91% at 10 (fp32); 2.49% and 2.37% against 1.25% and 1.72% (bf16), where the sd fell from 8.8-11.3%
+    (single pairs 19-35% off) to 1.6-1.8%; a 5% drop resampled from those pairs at 0.01/7 was caught in 69%
+    and 100% of draws (bf16). A pair takes 1.5-1.7x as long. Stored mode keeps ``steps_per_round``: its
+    baselines were recorded in those rounds.
+    """
+    return max(combo.steps_per_round, chunks)
 
 
 def chunk_sizes(steps: int, chunks: int) -> List[int]:

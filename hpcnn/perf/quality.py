@@ -75,7 +75,8 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     levels = [0.0] + [s for s in slowdowns if s > 0]
     each = gate.combination_alpha(alpha, len(combos))
     record: Dict[str, dict] = resume or {
-        **_measurement(profile_id, levels, schedule, threshold, alpha, restart_every), "combination_alpha": each,
+        **_measurement(profile_id, combos, levels, schedule, threshold, alpha, restart_every),
+        "combination_alpha": each,
         "sessions": [], "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
     record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos}})
@@ -118,12 +119,13 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
                     restart_every: int = paired.RESTART_EVERY) -> None:
     """Raises ValueError naming the first thing in which ``record`` is not the measurement asked for now:
     another hardware profile (figures of two machines do not pool), other combinations, levels, schedule,
-    threshold, alpha, restarts, settling chunks or plant sizing (records made before restarts, before fresh
-    processes settled, or before a side kept one amount of planted work, have none and are refused)."""
+    threshold, alpha, restarts, settling chunks, plant sizing or round lengths (records made before restarts,
+    before fresh processes settled, before a side kept one amount of planted work, or before rounds had a step
+    per chunk, have none and are refused)."""
     if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
-    asked = {**_measurement(profile_id, levels, schedule, threshold, alpha, restart_every),
+    asked = {**_measurement(profile_id, combos, levels, schedule, threshold, alpha, restart_every),
              "combinations": sorted(c.key for c in combos)}
     for field, want in asked.items():
         have = record.get(field)
@@ -133,12 +135,17 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
             raise ValueError(f"cannot resume: the record's {field} is {have!r}, this run's {want!r}")
 
 
-def _measurement(profile_id: str, levels: Sequence[float], schedule: sequential.Schedule, threshold: float,
-                 alpha: float, restart_every: int) -> dict:
+def round_steps(combos: Sequence[Combination]) -> Dict[str, int]:
+    """{combination: the steps of a side's round in a pair} (``paired.round_steps``), as a record holds them."""
+    return {c.key: paired.round_steps(c) for c in combos}
+
+
+def _measurement(profile_id: str, combos: Sequence[Combination], levels: Sequence[float],
+                 schedule: sequential.Schedule, threshold: float, alpha: float, restart_every: int) -> dict:
     """What makes two paired quality records the same measurement: written in a record, checked on resume."""
     return {"profile_id": profile_id, "levels": list(levels), "schedule": vars(schedule), "threshold": threshold,
             "alpha": alpha, "workers": FRESH_WORKERS, "restart_every": restart_every,
-            "settle_chunks": paired.SETTLE_CHUNKS, "plant": paired.PLANT}
+            "settle_chunks": paired.SETTLE_CHUNKS, "plant": paired.PLANT, "round_steps": round_steps(combos)}
 
 
 def summarize_paired(record: dict) -> dict:
