@@ -266,7 +266,7 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
         with pytest.raises(ValueError, match="cannot resume: the record's "):
             resume(record)
         now = {"schedule": vars(sequential.Schedule()), "plant": paired.PLANT,
-               "round_steps": quality.round_steps(combos)}
+               "round_steps": quality.round_steps_by_combination(combos)}
         resume({**record, **{field: now[field] for field in earlier}})  # those fields are all that differs
     else:
         resume(record)

@@ -135,7 +135,7 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
             raise ValueError(f"cannot resume: the record's {field} is {have!r}, this run's {want!r}")
 
 
-def round_steps(combos: Sequence[Combination]) -> Dict[str, int]:
+def round_steps_by_combination(combos: Sequence[Combination]) -> Dict[str, int]:
     """{combination: the steps of a side's round in a pair} (``paired.round_steps``), as a record holds them."""
     return {c.key: paired.round_steps(c) for c in combos}
 
@@ -145,7 +145,8 @@ def _measurement(profile_id: str, combos: Sequence[Combination], levels: Sequenc
     """What makes two paired quality records the same measurement: written in a record, checked on resume."""
     return {"profile_id": profile_id, "levels": list(levels), "schedule": vars(schedule), "threshold": threshold,
             "alpha": alpha, "workers": FRESH_WORKERS, "restart_every": restart_every,
-            "settle_chunks": paired.SETTLE_CHUNKS, "plant": paired.PLANT, "round_steps": round_steps(combos)}
+            "settle_chunks": paired.SETTLE_CHUNKS, "plant": paired.PLANT,
+            "round_steps": round_steps_by_combination(combos)}
 
 
 def summarize_paired(record: dict) -> dict:
