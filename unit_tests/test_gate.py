@@ -162,6 +162,14 @@ def _in_order(comparison: dict, schedule: sequential.Schedule, threshold: float,
     return sequential.run_sequential(lambda _: next(pairs), schedule, threshold, alpha)
 
 
+def _comparisons(record: dict):
+    """(combination, level, run, comparison) for every comparison a paired quality record holds."""
+    for k, c in record["combinations"].items():
+        for level, comparisons in c.items():
+            for r, x in enumerate(comparisons):
+                yield k, level, r, x
+
+
 def _as_placed_now(fields: dict) -> sequential.Schedule:
     """A recorded schedule's pairs and looks, with its looks' parts of the level placed as this gate places them."""
     return sequential.Schedule(**{k: v for k, v in fields.items() if k != "reachable_only"})
@@ -176,13 +184,11 @@ def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_th
     ran, now = sequential.Schedule.recorded(record["schedule"]), _as_placed_now(record["schedule"])
     each, threshold = record["combination_alpha"], record["threshold"]
     stops = {s: {"ran": [], "now": []} for s in ("0.0", "0.05", "0.1")}
-    for c in record["combinations"].values():
-        for s, comparisons in c.items():
-            for x in comparisons:
-                for tag, schedule in (("ran", ran), ("now", now)):
-                    v, a, _ = _in_order(x, schedule, threshold, each)
-                    stops[s][tag].append((len(a), v.failed))
-                assert stops[s]["ran"][-1] == (x["pairs"], x["verdict"] == gate.REGRESSION)
+    for _, s, _, x in _comparisons(record):
+        for tag, schedule in (("ran", ran), ("now", now)):
+            v, a, _ = _in_order(x, schedule, threshold, each)
+            stops[s][tag].append((len(a), v.failed))
+        assert stops[s]["ran"][-1] == (x["pairs"], x["verdict"] == gate.REGRESSION)
     assert stops["0.0"]["now"] == stops["0.0"]["ran"]  # 0/42 failed: unchanged pairs never reach 12 all one way
     for s in ("0.05", "0.1"):
         assert [f for _, f in stops[s]["now"]] == [f for _, f in stops[s]["ran"]]
@@ -229,11 +235,9 @@ def test_the_current_designs_paired_records_replayed_through_this_gate_reach_wha
         schedule = sequential.Schedule.recorded(record["schedule"])
         assert schedule == sequential.Schedule()  # the current design's schedule
         each, threshold = record["combination_alpha"], record["threshold"]
-        for k, c in record["combinations"].items():
-            for key, comparisons in c.items():
-                for r, x in enumerate(comparisons):
-                    v, a, _ = _in_order(x, schedule, threshold, each)
-                    assert (len(a), v.verdict) == (x["pairs"], x["verdict"]), (path, k, key, r)
+        for k, level, r, x in _comparisons(record):
+            v, a, _ = _in_order(x, schedule, threshold, each)
+            assert (len(a), v.verdict) == (x["pairs"], x["verdict"]), (path, k, level, r)
 
 
 def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_missed_at_its_own_level():
