@@ -23,7 +23,7 @@ import pytest
 from scipy import stats
 
 from hpcnn.perf import baselines as baselines_lib
-from hpcnn.perf import gate, paired, quality, sequential, stored, worker
+from hpcnn.perf import explain, gate, paired, quality, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination, build_matrix
 from unit_tests.recorded import DATA, EIGHT_OCCASIONS, SLOW_SPELLS, TWO_DAYS_LATER
@@ -310,7 +310,7 @@ class _TimedSide:
         self.pids = [f"{name}0"]
         self.fresh = True
 
-    def rebuild(self):
+    def rebuild(self, overrides=None):
         self.log.append((self.name, "rebuild"))
 
     def restart(self):
@@ -403,8 +403,9 @@ def test_a_worker_answers_only_once_its_input_pipeline_has_filled_its_buffers():
 
 @pytest.mark.parametrize("matrix", ["smoke", "full"])
 def test_every_paired_round_alternates_in_all_its_chunks_and_stored_rounds_keep_their_steps(matrix):
-    """Alexnet's smoke rounds are 3 steps, which cut into 3 chunks, not 10: in a pair each side runs 10, one
-    per chunk; every other round already had a step per chunk and keeps its length."""
+    """Alexnet's smoke rounds are 3 steps, which cut into 3 chunks, not 10: in a pair (and in explain's
+    pairs) each side runs 10, one per chunk; every other round already had a step per chunk and keeps its
+    length."""
     for c in build_matrix(matrix):
         steps = paired.round_steps(c)
         assert len(paired.chunk_sizes(steps, paired.CHUNKS)) == paired.CHUNKS
@@ -416,6 +417,9 @@ def test_every_paired_round_alternates_in_all_its_chunks_and_stored_rounds_keep_
     alexnet = next(c for c in build_matrix("smoke") if c.model == "alexnet")
     paired.pair_runner(a, b, alexnet)(0)
     assert log[2:] == [(name, 1) for _ in range(5) for name in ("A", "B", "B", "A")]  # after a settle chunk each
+    log.clear()  # explain times its variants in the same rounds
+    explain.measure(a, b, alexnet, {"step": {}}, pairs=1, log=lambda line: None)
+    assert [e for e in log if e[1] != "rebuild"] == [(name, 1) for _ in range(5) for name in ("A", "B", "B", "A")]
 
 
 @pytest.mark.parametrize("steps,chunks,sizes", [(30, 10, [3] * 10), (7, 3, [3, 2, 2]), (3, 10, [1, 1, 1]),

@@ -133,11 +133,14 @@ def culprit(changes: Sequence[StageChange]) -> Optional[StageChange]:
 
 def measure(a: paired.Side, b: paired.Side, combo: Combination, plan: Dict[str, dict], pairs: int,
             log=print) -> List[Dict[str, Dict[str, float]]]:
-    """``pairs`` round pairs; in each, both sides rebuild on every variant and run it in alternating chunks.
+    """``pairs`` round pairs; in each, both sides rebuild on every variant and run it in alternating chunks,
+    a round as long and as finely cut as the paired gate's (``paired.round_chunks``; alexnet's 3-step smoke
+    rounds alternated in 3 chunks, and the paired gate's pairs of those spread 1.4-2x as wide as 10 steps in
+    10, ``paired.round_steps``).
 
     Returns per pair {"a": variant -> median seconds per step, "b": ...}.
     """
-    sizes = paired.chunk_sizes(combo.steps_per_round, paired.CHUNKS)
+    sizes = paired.round_chunks(combo)
     out = []
     for r in range(pairs):
         record = {"a": {}, "b": {}}

@@ -58,7 +58,7 @@ class Side:
         combo.config(device, **self.overrides)  # a variant this hpcnn refuses fails here, not in the worker
         self._spec = {"config": {k: v for k, v in combo.config(device).to_dict().items() if k in _FIELDS},
                       "overrides": self.overrides, "warmup_steps": warmup_steps, "plant_slowdown": plant_slowdown,
-                      "plant_chunk": chunk_sizes(round_steps(combo), CHUNKS)[0],
+                      "plant_chunk": round_chunks(combo)[0],
                       "source": os.path.abspath(source_dir)}
         if plant_slowdown and plant_units:  # an amount chosen before (a quality measurement's first run): no search
             self._spec["plant_units"] = plant_units
@@ -189,7 +189,7 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
     5.1% with 2 chunks and 1.6-2.2% with 6-30 chunks of the same 60 steps.
     """
     batch = combo.batch_size * combo.num_devices
-    sizes = chunk_sizes(round_steps(combo, chunks), chunks)
+    sizes = round_chunks(combo, chunks)
 
     def run_pair(r: int):
         fresh = r == 0 or bool(restart_every and r % restart_every == 0)  # a new process pair: settle it first
@@ -228,6 +228,11 @@ def round_steps(combo: Combination, chunks: int = CHUNKS) -> int:
     baselines were recorded in those rounds.
     """
     return max(combo.steps_per_round, chunks)
+
+
+def round_chunks(combo: Combination, chunks: int = CHUNKS) -> List[int]:
+    """The chunks one side's timed round in a pair is run in (``round_steps`` cut by ``chunk_sizes``)."""
+    return chunk_sizes(round_steps(combo, chunks), chunks)
 
 
 def chunk_sizes(steps: int, chunks: int) -> List[int]:
