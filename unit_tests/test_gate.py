@@ -408,7 +408,7 @@ def test_every_paired_round_alternates_in_all_its_chunks_and_stored_rounds_keep_
     length."""
     for c in build_matrix(matrix):
         steps = paired.round_steps(c)
-        assert len(paired.chunk_sizes(steps, paired.CHUNKS)) == paired.CHUNKS
+        assert len(paired.round_chunks(c)) == paired.CHUNKS and sum(paired.round_chunks(c)) == steps
         assert steps == c.steps_per_round or (c.steps_per_round < paired.CHUNKS and steps == paired.CHUNKS)
     smoke = {c.key: paired.round_steps(c) for c in build_matrix("smoke")}
     assert [smoke[k] for k in sorted(smoke)] == [10, 10, 30, 20, 20, 30, 20]  # alexnet bf16, fp32, lenet, ...
