@@ -415,11 +415,12 @@ def test_every_paired_round_alternates_in_all_its_chunks_and_stored_rounds_keep_
     log = []
     a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
     alexnet = next(c for c in build_matrix("smoke") if c.model == "alexnet")
+    one_step_chunks = [(name, 1) for _ in range(5) for name in ("A", "B", "B", "A")]
     paired.pair_runner(a, b, alexnet)(0)
-    assert log[2:] == [(name, 1) for _ in range(5) for name in ("A", "B", "B", "A")]  # after a settle chunk each
+    assert log[2:] == one_step_chunks  # after a settle chunk each
     log.clear()  # explain times its variants in the same rounds
     explain.measure(a, b, alexnet, {"step": {}}, pairs=1, log=lambda line: None)
-    assert [e for e in log if e[1] != "rebuild"] == [(name, 1) for _ in range(5) for name in ("A", "B", "B", "A")]
+    assert [e for e in log if e[1] != "rebuild"] == one_step_chunks
 
 
 @pytest.mark.parametrize("steps,chunks,sizes", [(30, 10, [3] * 10), (7, 3, [3, 2, 2]), (3, 10, [1, 1, 1]),

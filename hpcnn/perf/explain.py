@@ -147,10 +147,7 @@ def measure(a: paired.Side, b: paired.Side, combo: Combination, plan: Dict[str, 
         for name, overrides in plan.items():
             for side in interleaved([a, b], r):
                 side.rebuild(overrides)
-            times = {a: [], b: []}
-            for i, steps in enumerate(sizes):
-                for side in interleaved([a, b], r + i):
-                    times[side] += side.run(steps)
+            times = paired.alternate(a, b, sizes, r)
             record["a"][name], record["b"][name] = (statistics.median(times[s]) for s in (a, b))
         out.append(record)
         log(f"pair {r + 1}/{pairs}: " + ", ".join(

@@ -204,14 +204,21 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
             for _ in range(SETTLE_CHUNKS):
                 for side in interleaved([a, b], r):
                     side.run(sizes[0])
-        times = {a: [], b: []}
-        for i, steps in enumerate(sizes):
-            for side in interleaved([a, b], r + i):
-                times[side] += side.run(steps)
+        times = alternate(a, b, sizes, r)
         return throughput(batch, times[a]), throughput(batch, times[b])
 
     run_pair.processes = []
     return run_pair
+
+
+def alternate(a: Side, b: Side, sizes: Sequence[int], r: int) -> Dict[Side, List[float]]:
+    """Round pair ``r``'s timed chunks of ``sizes`` steps, run A B B A A B ... (B first for odd r);
+    returns each side's step times."""
+    times = {a: [], b: []}
+    for i, steps in enumerate(sizes):
+        for side in interleaved([a, b], r + i):
+            times[side] += side.run(steps)
+    return times
 
 
 def round_steps(combo: Combination, chunks: int = CHUNKS) -> int:
