@@ -432,13 +432,17 @@ def bar_lines(bars: Sequence[Bar], false_failures: int, out_of: int, unit: str) 
 
 
 def paired_report(summary: dict) -> List[str]:
-    """What a paired quality run prints at its end: runs flagged per level with the wall time, the per-combination
-    table, and the issue's bars."""
+    """What a paired quality run prints at its end: per level, the runs flagged (any combination failed) and the
+    comparisons that failed, with the wall time; the per-combination table; and the issue's bars."""
     runs = summary["runs"]
     lines = []
     for s, flagged in summary["flagged"].items():
-        what = "runs with a false failure" if float(s) == 0 else "runs caught"
-        lines.append(f"planted {float(s):4.0%}: {flagged}/{runs} {what} ({summary['sessions']} session(s)); median "
+        what = "runs with a false failure" if float(s) == 0 else "runs flagged"
+        failed = sum(per[s]["failed"] for per in summary["per_combination"].values())
+        verdicts = f"{failed}/{runs * len(summary['per_combination'])} comparisons " + (
+            "failed" if float(s) == 0 else "caught")
+        lines.append(f"planted {float(s):4.0%}: {flagged}/{runs} {what}, {verdicts} ({summary['sessions']} "
+                     f"session(s)); median "
                      f"run {summary['median_run_seconds'][s]:.0f} s, plus {summary['startup_seconds']:.0f} s "
                      "starting each run's workers")
     return [*lines, "", "medians over the runs:", *paired_table(summary), "",
