@@ -442,9 +442,8 @@ def paired_report(summary: dict) -> List[str]:
         verdicts = f"{failed}/{runs * len(summary['per_combination'])} comparisons " + (
             "failed" if float(s) == 0 else "caught")
         lines.append(f"planted {float(s):4.0%}: {flagged}/{runs} {what}, {verdicts} ({summary['sessions']} "
-                     f"session(s)); median "
-                     f"run {summary['median_run_seconds'][s]:.0f} s, plus {summary['startup_seconds']:.0f} s "
-                     "starting each run's workers")
+                     f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s, plus "
+                     f"{summary['startup_seconds']:.0f} s starting each run's workers")
     return [*lines, "", "medians over the runs:", *paired_table(summary), "",
             "the issue's bar, after Holm's step-down:",
             *bar_lines(paired_bars(summary), summary["flagged"].get(str(0.0), 0), runs, "run")]
