@@ -437,11 +437,10 @@ def paired_report(summary: dict) -> List[str]:
     runs = summary["runs"]
     lines = []
     for s, flagged in summary["flagged"].items():
-        what = "runs with a false failure" if float(s) == 0 else "runs flagged"
+        what, verb = ("runs with a false failure", "failed") if float(s) == 0 else ("runs flagged", "caught")
         failed = sum(per[s]["failed"] for per in summary["per_combination"].values())
-        verdicts = f"{failed}/{runs * len(summary['per_combination'])} comparisons " + (
-            "failed" if float(s) == 0 else "caught")
-        lines.append(f"planted {float(s):4.0%}: {flagged}/{runs} {what}, {verdicts} ({summary['sessions']} "
+        lines.append(f"planted {float(s):4.0%}: {flagged}/{runs} {what}, {failed}/"
+                     f"{runs * len(summary['per_combination'])} comparisons {verb} ({summary['sessions']} "
                      f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s, plus "
                      f"{summary['startup_seconds']:.0f} s starting each run's workers")
     return [*lines, "", "medians over the runs:", *paired_table(summary), "",
