@@ -1553,7 +1553,6 @@ def test_the_paired_bar_counts_runs_after_holm():
     assert [b.met for b in quality.paired_bars(zen3)] == [True, True]
 
 
-
 def test_the_zen4_record_of_the_current_design_meets_the_paired_bar_after_twenty_runs():
     """The issue's paired bar judged on the shipped Zen 4 record of the current design (runs of 2026-11-28 and
     29): no unchanged run failed, and after Holm's step-down a planted 5% was missed only in run 12 (tiny_resnet,
@@ -1570,6 +1569,7 @@ def test_the_zen4_record_of_the_current_design_meets_the_paired_bar_after_twenty
     assert missed == [(12, "alexnet-fp32"), (12, "tiny_resnet-fp32"), (20, "trivial-fp32")]
     assert not any(any(runs) for runs in families["0.0"].values())
     assert all(all(runs) for runs in families["0.1"].values())
+
 
 def test_a_quality_run_ends_with_its_table_and_the_bars():
     """What `hpcnn-perf gate-quality` prints at its end, on shipped records: the Zen 4 stored run's sessions, its
