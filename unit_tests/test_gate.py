@@ -1564,10 +1564,11 @@ def test_the_zen4_record_of_the_current_design_meets_the_paired_bar_after_twenty
     five, ten = quality.paired_bars(summary)
     assert (five.level, five.met, ten.level, ten.met) == (0.05, True, 0.10, True)
     families = quality.family_failures(record, 20)
-    missed = sorted((run + 1, k.split("-")[0] + "-" + k.split("-")[-2])
-                    for k, runs in families["0.05"].items() for run, failed in enumerate(runs) if not failed)
-    assert missed == [(12, "alexnet-fp32"), (12, "tiny_resnet-fp32"), (20, "trivial-fp32")]
-    assert not any(any(runs) for runs in families["0.0"].values())
+    missed = sorted((run + 1, k) for k, runs in families["0.05"].items() for run, failed in enumerate(runs)
+                    if not failed)
+    assert missed == [(12, "alexnet-parameter_server-NHWC-1dev-fp32-b16"),
+                      (12, "tiny_resnet-replicated-NHWC-2dev-fp32-b32"),
+                      (20, "trivial-parameter_server-NHWC-1dev-fp32-b32")]
     assert all(all(runs) for runs in families["0.1"].values())
 
 
