@@ -8,6 +8,7 @@ yardstick_sessions.json: 16 perf-suite sessions of one commit with the yardstick
 timed beside each; every other one ran beside a process burning one of the 2 cores.
 """
 
+import copy
 import dataclasses
 import datetime
 import statistics
@@ -1228,6 +1229,7 @@ ZEN4_STORED = os.path.join(DATA, "zen4_stored_confirmed.json")  # shipped in bas
 XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.stored.json")
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf
 ZEN3_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.stored.json")
+ZEN3_SLOW_SPELLS = os.path.join(DATA, "zen3_stored_two_slow_spells.json")  # in baselines/quality until 2026-12-01
 ZEN5_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.stored.json")
 
 
@@ -1341,7 +1343,7 @@ def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decide
     gate shows what it does to them: judged by this gate, which measures on the file's three occasions that a
     session on a new one follows the yardstick 0.20 further than within one, no session fails, and one fails at
     first (trivial-parameter_server, 0.780 at 0.62x), cleared by its re-measurement."""
-    record = _recorded(ZEN3_STORED, sessions_per_level=37, span_s=2.5 * 3600)
+    record = _recorded(ZEN3_SLOW_SPELLS, sessions_per_level=37, span_s=2.5 * 3600)
     assert list(record["sessions"]) == ["0.0"] and _recorded_days(record) == {"2026-11-24", "2026-11-25"}
     combos = [v for s in record["sessions"]["0.0"] for v in s["combinations"].values()]
     assert all(0.42 < v["runner_speed"] < 0.72 and 0.65 < v["ratio"] < 0.98 for v in combos)
@@ -1359,6 +1361,67 @@ def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decide
     assert first == [(21, "trivial-parameter_server-NHWC-1dev-fp32-b32", 0.780)]
     assert min(v["ratio"] for s in now["sessions"]["0.0"] for v in s["combinations"].values()) > 0.73
 
+
+def test_the_zen3_live_stored_record_on_another_vm_fails_tiny_resnet_once_as_this_gate_decides():
+    """The Zen 3 record of 20:19-21:17 on 2026-12-01, run by this gate (commit 155dcd9), unchanged code alone
+    against the file as shipped (three occasions, 2026-11-24 and -25), each session on a new occasion, 20
+    sessions started over 57 minutes. On this VM every combination sat at its own offset from what the file
+    predicts at the runner's speed (0.36-1.09x): medians 1.15-1.26 for the trivial models, 0.86 for tiny_resnet
+    (0.70-0.93), where the file's occasions measure a drift of 3.8% between them. One session failed, confirmed:
+    tiny_resnet 0.700 at 0.63x (p 3.5e-05 against 0.0017), re-measured 60 s later at 0.808 (p 0.0071 at 0.01). A
+    known false failure of the stored gate, held here so that a change to the gate shows what it does to it: the
+    issue's bar for unchanged code is not met on this class."""
+    record = _judged_again_as_it_ran(ZEN3_STORED, span_s=55 * 60)
+    assert _recorded_days(record) == {"2026-11-24", "2026-11-25"}
+    summary = quality.summarize_stored(record)
+    assert (summary["0.0"]["failed"], summary["0.0"]["failed_first"]) == (1, 1)
+    failed = [(i, k, round(v["ratio"], 3), round(v["confirm_ratio"], 3))
+              for i, x in enumerate(record["sessions"]["0.0"]) for k, v in x["combinations"].items()
+              if v["verdict"] == gate.REGRESSION]
+    assert failed == [(13, "tiny_resnet-replicated-NHWC-2dev-fp32-b32", 0.700, 0.808)]
+    per = summary["0.0"]["per_combination"]
+    assert all(per[k]["ratio_min"] > 1.05 for k in per if k.startswith(("trivial-replicated", "trivial-independent")))
+    assert per["tiny_resnet-replicated-NHWC-2dev-fp32-b32"]["ratio_max"] < 0.95
+    assert quality.bar_lines(quality.stored_bars(summary), 1, 20, "session")[0].endswith("NOT MET")
+
+
+def _with_sessions_of(record, other, days_earlier=0.0):
+    """``record`` whose baselines file also holds every unchanged session of the live record ``other`` (its
+    rounds and the median of its yardstick rates), dated as it ran ``days_earlier`` days before: a file that
+    holds another VM's occasions."""
+    out = copy.deepcopy(record)
+    for session in other["sessions"]["0.0"]:
+        date = datetime.datetime.fromtimestamp(session["start"] - days_earlier * 86400, datetime.timezone.utc)
+        for key, v in session["combinations"].items():
+            rate = statistics.median(v["yardstick_rates"])
+            recorded = baselines_lib.session_record(v["images_per_sec_rounds"], None, rate)
+            recorded["date"] = date.isoformat(timespec="seconds")
+            out["baselines"]["combinations"][key]["sessions"].append(recorded)
+    return out
+
+
+def test_a_zen3_file_holding_another_vms_sessions_clears_one_vm_and_fails_the_other():
+    """The two live Zen 3 records (2026-11-27's slow spells, 2026-12-01's VM) judged against the shipped file
+    with the other record's sessions added to it, each from the rounds both ran. Holding 2026-11-27's two
+    spells as occasions, the file measures a drift of 4.3% and clears 2026-12-01's tiny_resnet (0 of 20
+    sessions fail, 1 at first). Holding 2026-12-01's sessions (dated five days back, so that they precede the
+    sessions judged), the slope across occasions falls from 0.20 to below 0 and 22 of 2026-11-27's 37 sessions
+    fail, trivial-independent in 21: the yardstick's slope measured on one VM mispredicts the next, so on this
+    class a stored file does not yet hold the runners of a pool, and paired mode is the gate to use."""
+    with open(ZEN3_STORED) as f:
+        vm = json.load(f)
+    with open(ZEN3_SLOW_SPELLS) as f:
+        spells = json.load(f)
+    holding = _with_sessions_of(vm, spells)
+    assert 0.04 < Baselines(holding["baselines"]["profile"], holding["baselines"]["combinations"]).drift().sigma < 0.045
+    cleared = quality.summarize_stored(quality.rejudged(holding))["0.0"]
+    assert (cleared["failed"], cleared["failed_first"]) == (0, 1)
+    backwards = _with_sessions_of(spells, vm, days_earlier=5)
+    against = Baselines(backwards["baselines"]["profile"], backwards["baselines"]["combinations"])
+    assert against.extra().occasions == 4 and against.extra().beta < 0
+    failed = quality.summarize_stored(quality.rejudged(backwards))["0.0"]
+    assert failed["failed"] == 22
+    assert failed["per_combination"]["trivial-independent-NHWC-2dev-fp32-b32"]["failed"] == 21
 
 def _against_the_eight_occasion_file(record):
     """``record``, checked to be judged against the Zen 4 file of eight occasions (three days, the newest session
@@ -1418,7 +1481,7 @@ def test_gate_quality_rejudge_prints_what_ran_beside_what_this_gate_decides(tmp_
     from hpcnn.perf.cli import main as perf_main
 
     out = tmp_path / "again.json"
-    assert perf_main(["gate-quality", "--mode=stored", f"--rejudge={ZEN3_STORED}", f"--json={out}"]) == 0
+    assert perf_main(["gate-quality", "--mode=stored", f"--rejudge={ZEN3_SLOW_SPELLS}", f"--json={out}"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[:4] == ["as it ran:", "  planted   0%: 2/37 sessions failed (5 before confirmation)",
                          "judged again by this gate, from the same rounds:",
@@ -1426,7 +1489,7 @@ def test_gate_quality_rejudge_prints_what_ran_beside_what_this_gate_decides(tmp_
     assert lines[-1] == "unchanged: 0 of 37 sessions failed (the bar: none): met"
     with open(out) as f:
         again = json.load(f)
-    with open(ZEN3_STORED) as f:
+    with open(ZEN3_SLOW_SPELLS) as f:
         assert again == quality.rejudged(json.load(f))
 
 
