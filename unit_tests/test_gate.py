@@ -1423,6 +1423,7 @@ def test_a_zen3_file_holding_another_vms_sessions_clears_one_vm_and_fails_the_ot
     assert failed["failed"] == 22
     assert failed["per_combination"]["trivial-independent-NHWC-2dev-fp32-b32"]["failed"] == 21
 
+
 def _against_the_eight_occasion_file(record):
     """``record``, checked to be judged against the Zen 4 file of eight occasions (three days, the newest session
     before 10:00 on 2026-11-28). Returns the record."""
