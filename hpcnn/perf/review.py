@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import math
 import statistics
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -228,7 +229,8 @@ def format_review(b: Baselines, path: str, alpha: float = gate.DEFAULT_ALPHA) ->
              + (f"; slope on the yardstick {slope.beta:.2f} pooled over {slope.sessions} session(s)"
                 if slope.sessions else "")
              + (f", {extra.beta:+.2f} for a new occasion (measured on {extra.occasions} occasions, moderated "
-                "towards none)" if extra.occasions else "")]
+                f"towards none; one occasion's own strays by {math.sqrt(extra.spread):.2f})"
+                if extra.occasions else "")]
     width = max([len(r.key) for r in table] + [11])
     head = (f"{'combination':<{width}}  {'sessions':>10}  {'images/sec':>10}  {'slope':>9}  {'spread':>6}  "
             f"{'MDS new occasion':>16}  {'MDS within hour':>15}  threshold")
