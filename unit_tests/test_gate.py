@@ -901,6 +901,19 @@ def test_the_extra_slope_across_occasions_needs_three_occasions_and_leans_toward
     assert moderated.occasions == raw.occasions == 3 and 0 < moderated.beta < raw.beta
 
 
+def test_one_occasions_extra_slope_strays_by_the_weighted_scatter_of_each_occasions_own():
+    """``Extra.spread``: each occasion's own extra slope (its sums' ratio: 0.2, 0.4 and 0.6 here) about their
+    pooled least-squares one (2.8 / 6), weighted by the occasion's squared speed gaps (1, 2, 3), over k - 1. A
+    new occasion's slope holds it beside the error of the mean."""
+    extra = stored.occasion_extra({0: (0.2, 1.0), 1: (0.8, 2.0), 2: (1.8, 3.0)})
+    assert extra.occasions == 3 and extra.spread == pytest.approx(
+        (1 * (0.2 - 2.8 / 6) ** 2 + 2 * (0.4 - 2.8 / 6) ** 2 + 3 * (0.6 - 2.8 / 6) ** 2) / 6 * 3 / 2)
+    within = stored.Slope(0.5, 0.01)
+    across = stored.across_occasions(within, extra)
+    assert across.beta == pytest.approx(0.5 + extra.beta) and across.var == pytest.approx(
+        0.01 + extra.var + extra.spread)
+
+
 def test_at_their_own_slopes_later_sessions_catch_more_planted_slowdowns_and_no_unchanged_one_fails():
     """Judged against the file: 22 rounds more than an hour after it (a new occasion, as CI's sessions are) and
     4 within its newest hour. No unchanged session fails either way; with each combination's own slope the
