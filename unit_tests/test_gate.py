@@ -1285,11 +1285,6 @@ def _judged_again_as_it_ran(path, sessions_per_level=20, span_s=3600):
     return record
 
 
-def _file_of(record):
-    """The baselines file a live stored record was judged against."""
-    return Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
-
-
 def _recorded_days(record):
     """The days on which the sessions of a live stored record's baselines file were recorded."""
     return {s["date"][:10] for c in record["baselines"]["combinations"].values() for s in c["sessions"]}
@@ -1388,7 +1383,7 @@ def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decide
     confirmed = [(i, k) for i, s in enumerate(record["sessions"]["0.0"]) for k, v in s["combinations"].items()
                  if v["verdict"] == gate.REGRESSION]
     assert confirmed == [(0, "trivial-independent-NHWC-2dev-fp32-b32"), (22, "trivial-independent-NHWC-2dev-fp32-b32")]
-    against = _file_of(record)
+    against = quality.judged_against(record)
     assert against.extra().occasions == 3 and 0.15 < against.extra().beta < 0.25
     now = quality.rejudged(record)
     assert 0.07 < math.sqrt(against.extra().spread) < 0.09
@@ -1460,11 +1455,11 @@ def test_a_zen3_file_holding_another_vms_sessions_clears_one_vm_and_fails_the_ot
     with open(ZEN3_SLOW_SPELLS) as f:
         spells = json.load(f)
     holding = _with_sessions_of(vm, spells)
-    assert 0.04 < _file_of(holding).drift().sigma < 0.045
+    assert 0.04 < quality.judged_against(holding).drift().sigma < 0.045
     cleared = quality.summarize_stored(quality.rejudged(holding))["0.0"]
     assert (cleared["failed"], cleared["failed_first"]) == (0, 1)
     backwards = _with_sessions_of(spells, vm, days_earlier=5)
-    against = _file_of(backwards)
+    against = quality.judged_against(backwards)
     assert against.extra().occasions == 4 and against.extra().beta < 0 and 0.13 < math.sqrt(against.extra().spread)
     failed = quality.summarize_stored(quality.rejudged(backwards))["0.0"]
     assert failed["failed"] == 9

@@ -338,7 +338,7 @@ def _finished_session(record, level, i, confirm_pause, broken=False):
     extra_info)."""
     import datetime
 
-    loaded = baselines.Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
+    loaded = quality.judged_against(record)
     session, later = record["sessions"][level][i], record["sessions"][level][i + 1]
     state = _perf_conftest().PerfSession(loaded.profile, "zen4", "zen4.json", loaded, False, "cpu", 2,
                                          judged=len(session["combinations"]), confirm_pause=confirm_pause)

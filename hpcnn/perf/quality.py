@@ -477,12 +477,17 @@ class Judged(NamedTuple):
     final: Verdicts
 
 
+def judged_against(record: dict) -> Baselines:
+    """The baselines file a stored record's sessions were judged against (its ``baselines``)."""
+    return Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
+
+
 def judge_again(record: dict) -> Dict[str, List[Judged]]:
     """Every session of a stored record judged again from its rounds by this gate, against the baselines it was
     judged against (the record's ``baselines``) and at the time it ran: {level: [``Judged``, one per session]}.
     A failure whose session re-measured it is confirmed or cleared by those rounds, judged at the time they ran;
     one recorded without a re-measurement (confirmation off, or a record from before it) stands."""
-    against = Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
+    against = judged_against(record)
     out: Dict[str, List[Judged]] = {}
     for level, sessions in record["sessions"].items():
         out[level] = []
