@@ -1244,6 +1244,24 @@ def test_simulated_paired_matrices_keep_each_process_pairs_offset():
         quality.simulate_paired({"x": []})
 
 
+def test_resampling_the_zen3_paired_record_shows_what_a_longer_cap_would_catch():
+    """tiny_resnet's comparisons in the shipped Zen 3 paired record (pairs spreading 7-9% on that class),
+    resampled by process-pair block and judged again at the record's cap of 20 pairs and at 40: its planted 5%
+    is caught about half the time at 20 (3 of its first 6 runs) and nearly always at 40, where its unchanged
+    comparisons run to the cap and stay unflagged; its planted 10% is caught at either."""
+    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
+        record = json.load(f)
+    key = "tiny_resnet-replicated-NHWC-2dev-fp32-b32"
+    record["combinations"] = {key: record["combinations"][key]}  # judged at the whole run's combination_alpha
+    at20 = quality.paired_power(record, sequential.Schedule(), draws=100)
+    at40 = quality.paired_power(record, sequential.Schedule(max_pairs=40), draws=100)
+    assert at20["0.05"][key]["flagged"] < 0.75 < 0.9 < at40["0.05"][key]["flagged"]
+    assert at20["0.1"][key]["flagged"] >= 0.95 and at40["0.1"][key]["flagged"] >= 0.95
+    assert at40["0.0"][key]["flagged"] <= 0.03 and at40["0.0"][key]["median_pairs"] == 40
+    share = at40["0.0"][key]["flagged"]
+    assert quality.power_table(at40)[2].startswith(f"| {key} | {share:.2f} (40) | ")
+
+
 ZEN4_STORED = os.path.join(DATA, "zen4_stored_confirmed.json")  # shipped in baselines/quality until 2026-11-28
 XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.stored.json")
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf

@@ -222,6 +222,8 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_resamples_th
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "20 unchanged combinations x 20 matrices resampled from 2 recorded process-pair blocks" in p.stdout
+    assert "judged at most 20 pairs at each combination's level" in p.stdout  # and its own comparisons again
+    assert f"| {COMBO} | " in p.stdout
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):

@@ -476,9 +476,11 @@ def _simulate(args, quality):
     if args.paired_json:
         try:
             with open(args.paired_json) as f:
-                blocks = quality.process_pair_blocks(json.load(f))
-            record["paired"] = quality.simulate_paired(blocks, args.combinations, max(20, args.draws // 5),
-                                                       _schedule(args, args.combinations), args.threshold)
+                recorded = json.load(f)
+            draws = max(20, args.draws // 5)
+            record["paired"] = quality.simulate_paired(quality.process_pair_blocks(recorded), args.combinations,
+                                                       draws, _schedule(args, args.combinations), args.threshold)
+            record["paired"]["power"] = quality.paired_power(recorded, _schedule_shape(args), args.threshold, draws)
         except OSError as e:
             _usage(f"--paired-json: cannot read {args.paired_json} ({e.strerror})")
         except (KeyError, TypeError, AttributeError) as e:
@@ -489,6 +491,9 @@ def _simulate(args, quality):
         print(f"paired, {r['combinations']} unchanged combinations x {r['draws']} matrices resampled from "
               f"{sum(r['blocks'].values())} recorded process-pair blocks: {r['matrices_with_a_false_failure']} "
               f"with a false failure, rate {r['rate']:.3f}")
+        print(f"the record's own comparisons resampled by process-pair block, {draws} per cell, judged at most "
+              f"{args.max_rounds} pairs at each combination's level (share flagged, median pairs):")
+        print("\n".join(quality.power_table(r["power"])))
     return record
 
 

@@ -625,6 +625,38 @@ def draw_blocks(blocks: Sequence[Sequence[float]], n: int, rng: np.random.Genera
     return out[:n]
 
 
+def paired_power(record: dict, schedule: sequential.Schedule, threshold: float = gate.PAIRED_THRESHOLD,
+                 draws: int = 200, seed: int = 0) -> Dict[str, Dict[str, dict]]:
+    """{level: {combination: {"flagged": share, "median_pairs": n}}}: a paired quality record's comparisons at
+    each level (unchanged and planted) resampled by process-pair block (``draw_blocks``) and judged again under
+    ``schedule``, each at the combination's own level of the run that recorded them (Holm's step-down can only
+    add catches, so a planted share is a floor). What another cap of pairs would have caught on this machine,
+    from pairs it measured, before a new design spends twenty runs to show it."""
+    rng = np.random.default_rng(seed)
+    each = record.get("combination_alpha") or gate.combination_alpha(gate.DEFAULT_ALPHA, len(record["combinations"]))
+    out: Dict[str, Dict[str, dict]] = {}
+    for level in record["levels"]:
+        out[str(level)] = {}
+        for key, blocks in process_pair_blocks(record, str(level)).items():
+            flagged, pairs = 0, []
+            for _ in range(draws):
+                draw = iter(draw_blocks(blocks, schedule.max_pairs, rng))
+                v, a, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
+                                                    threshold, each)
+                flagged += v.failed
+                pairs.append(len(a))
+            out[str(level)][key] = {"flagged": flagged / draws, "median_pairs": float(np.median(pairs))}
+    return out
+
+
+def power_table(power: Dict[str, Dict[str, dict]]) -> List[str]:
+    """``paired_power``'s shares as a Markdown table: a combination per row, "0.98 (28)" per level (the share
+    flagged, the median pairs)."""
+    levels = list(power)
+    return _level_table(levels, [[key] + [f"{power[s][key]['flagged']:.2f} ({power[s][key]['median_pairs']:.0f})"
+                                          for s in levels] for key in sorted(power[levels[0]])])
+
+
 def simulate_paired(blocks: Dict[str, List[List[float]]], combinations: int = 400, draws: int = 200,
                     schedule: Optional[sequential.Schedule] = None, threshold: float = gate.PAIRED_THRESHOLD,
                     alpha: float = gate.DEFAULT_ALPHA, seed: int = 0) -> dict:
