@@ -477,10 +477,10 @@ def _simulate(args, quality):
         try:
             with open(args.paired_json) as f:
                 recorded = json.load(f)
-            draws = max(20, args.draws // 5)
+            draws, schedule = max(20, args.draws // 5), _schedule(args, args.combinations)
             record["paired"] = quality.simulate_paired(quality.process_pair_blocks(recorded), args.combinations,
-                                                       draws, _schedule(args, args.combinations), args.threshold)
-            record["paired"]["power"] = quality.paired_power(recorded, _schedule_shape(args), args.threshold, draws)
+                                                       draws, schedule, args.threshold)
+            record["paired"]["power"] = quality.paired_power(recorded, schedule, args.threshold, draws)
         except OSError as e:
             _usage(f"--paired-json: cannot read {args.paired_json} ({e.strerror})")
         except (KeyError, TypeError, AttributeError) as e:

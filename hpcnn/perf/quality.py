@@ -23,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -625,6 +625,16 @@ def draw_blocks(blocks: Sequence[Sequence[float]], n: int, rng: np.random.Genera
     return out[:n]
 
 
+def judge_resampled(blocks: Sequence[Sequence[float]], schedule: sequential.Schedule, threshold: float,
+                    alpha: float, rng: np.random.Generator) -> Tuple[gate.Verdict, int]:
+    """(verdict, pairs it took): one comparison made of recorded blocks (``draw_blocks``, as many pairs as the
+    schedule's cap) replayed through the gate's looks at ``alpha``."""
+    draw = iter(draw_blocks(blocks, schedule.max_pairs, rng))
+    v, a, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
+                                        threshold, alpha)
+    return v, len(a)
+
+
 def paired_power(record: dict, schedule: sequential.Schedule, threshold: float = gate.PAIRED_THRESHOLD,
                  draws: int = 200, seed: int = 0) -> Dict[str, Dict[str, dict]]:
     """{level: {combination: {"flagged": share, "median_pairs": n}}}: a paired quality record's comparisons at
@@ -640,11 +650,9 @@ def paired_power(record: dict, schedule: sequential.Schedule, threshold: float =
         for key, blocks in process_pair_blocks(record, str(level)).items():
             flagged, pairs = 0, []
             for _ in range(draws):
-                draw = iter(draw_blocks(blocks, schedule.max_pairs, rng))
-                v, a, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
-                                                    threshold, each)
+                v, n = judge_resampled(blocks, schedule, threshold, each, rng)
                 flagged += v.failed
-                pairs.append(len(a))
+                pairs.append(n)
             out[str(level)][key] = {"flagged": flagged / draws, "median_pairs": float(np.median(pairs))}
     return out
 
@@ -675,10 +683,7 @@ def simulate_paired(blocks: Dict[str, List[List[float]]], combinations: int = 40
     for _ in range(draws):
         failed = False
         for i in range(combinations):
-            draw = iter(draw_blocks(blocks[keys[i % len(keys)]], schedule.max_pairs, rng))
-            v, _, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
-                                                threshold, each)
-            failed |= v.failed
+            failed |= judge_resampled(blocks[keys[i % len(keys)]], schedule, threshold, each, rng)[0].failed
         failures += failed
     return {"combinations": combinations, "draws": draws, "alpha": alpha, "combination_alpha": each,
             "blocks": {k: len(blocks[k]) for k in keys},
