@@ -147,13 +147,14 @@ def test_stored_sessions_fail_on_a_planted_slowdown_and_gate_quality_records_eac
 
 @pytest.mark.slow
 def test_paired_mode_catches_a_planted_slowdown():
+    # 7 process pairs of 2 pairs, the fewest whose signs all one way (1/128) reject at 0.01 (one look)
     cmd = [sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", "--candidate=.",
-           f"--only={COMBO}", "--min-rounds=7", "--max-rounds=7", "--restart-every=0",
+           f"--only={COMBO}", "--min-rounds=14", "--max-rounds=14", "--restart-every=2",
            f"--plant-slowdown={PAIRED_PLANT}"]
     p = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert p.returncode == 1, p.stdout[-3000:] + p.stderr[-3000:]
     assert f"{COMBO}: baseline" in p.stdout and "REGRESSION" in p.stdout
-    assert "7 paired rounds" in p.stdout
+    assert "14 paired rounds in 7 process pairs" in p.stdout
     assert f"which stage: hpcnn-perf explain --baseline=. --candidate=. --only={COMBO}" in p.stdout
 
 
@@ -169,7 +170,7 @@ def test_perf_cli_usage_errors_exit_2():
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "compare", "--baseline=.", f"--only={COMBO}",
                         "--min-rounds=3", "--max-rounds=6"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "--max-rounds=6 is too few for the gate to detect anything over 1 combination(s); " \
-        "allowed: 7 or more" in p.stderr, p.stderr
+        "allowed: 13 or more" in p.stderr, p.stderr  # 7 process pairs of 2 pairs: 1/2^7 below 0.01
 
 
 def test_gate_quality_resumes_only_a_record_of_the_same_measurement(tmp_path):
@@ -216,13 +217,16 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_resamples_th
         assert x["ratio"] == pytest.approx(sequential.judge_pairs(x["a"], x["b"]).ratio)  # the pairs' own
     flagged = r["summary"]["flagged"]["0.0"]
     assert f"planted   0%: {flagged}/2 runs with a false failure" in p.stdout
-    # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 1 block of 7 pairs
-    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate",
-                        f"--paired-json={record}", "--combinations=20", "--draws=100"], cwd=REPO,
-                       capture_output=True, text=True, timeout=300)
+    # the simulated 400-combination matrix resamples the record's process pairs: 2 runs x 1 block of 7 pairs,
+    # judged as they ran (pair by pair, without restarts); process pairs of 2 pairs cannot be cut from them
+    simulate = [sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=simulate", f"--paired-json={record}",
+                "--combinations=20", "--draws=100"]
+    p = subprocess.run(simulate, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "process pairs of 2 cannot be resampled from them" in p.stderr, p.stderr[-2000:]
+    p = subprocess.run(simulate + ["--restart-every=0"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "20 unchanged combinations x 20 matrices resampled from 2 recorded process-pair blocks" in p.stdout
-    assert "judged at most 20 pairs at each combination's level" in p.stdout  # and its own comparisons again
+    assert "judged at most 48 pairs at each combination's level" in p.stdout  # and its own comparisons again
     assert f"| {COMBO} | " in p.stdout
 
 

@@ -229,15 +229,19 @@ def test_shipped_baselines_load_and_are_named_after_the_profile_they_hold(name):
 QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
 # records of earlier designs, and what each holds where the default measurement now differs: each process
 # searched its own plant; each run searched one per side; every early look had an equal part of the level;
-# alexnet's rounds were its 3 steps, 3 chunks (none recorded round lengths)
+# alexnet's rounds were its 3 steps, 3 chunks (none recorded round lengths); and all of them: process pairs of
+# 4 pairs, tested pair by pair, at most 20 pairs
 EQUAL_PARTS = {"min_pairs": 8, "step": 4, "max_pairs": 20}
+PAIR_LEVEL = {"schedule": {**EQUAL_PARTS, "reachable_only": True}, "restart_every": 4}
 EARLIER_DESIGNS = {
-    os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None, "round_steps": None},
+    os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None, "round_steps": None,
+                                                  "restart_every": 4},
     os.path.join(QUALITY, "per-run-plants"): {
         "schedule": EQUAL_PARTS, "plant": "one amount per side, sized in the pair's chunks, measured afresh",
-        "round_steps": None},
-    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS, "round_steps": None},
-    os.path.join(QUALITY, "three-step-rounds"): {"round_steps": None}}
+        "round_steps": None, "restart_every": 4},
+    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS, "round_steps": None, "restart_every": 4},
+    os.path.join(QUALITY, "three-step-rounds"): {**PAIR_LEVEL, "round_steps": None},
+    os.path.join(QUALITY, "pair-level-test"): PAIR_LEVEL}
 
 
 def _paired_records():
@@ -266,7 +270,7 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
         with pytest.raises(ValueError, match="cannot resume: the record's "):
             resume(record)
         now = {"schedule": vars(sequential.Schedule()), "plant": paired.PLANT,
-               "round_steps": quality.round_steps_by_combination(combos)}
+               "round_steps": quality.round_steps_by_combination(combos), "restart_every": paired.RESTART_EVERY}
         resume({**record, **{field: now[field] for field in earlier}})  # those fields are all that differs
     else:
         resume(record)

@@ -3,8 +3,8 @@
     hpcnn-perf [--onednn=auto|on|off] profile [--json]
     hpcnn-perf review [BASELINES.json]     (default: baselines/<this machine's profile id>.json)
     hpcnn-perf compare --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] [--perf-matrix=smoke] [--only=SUBSTR]
-                       [--min-rounds=8] [--max-rounds=20] [--threshold=0.02] [--restart-every=4]
-    hpcnn-perf bisect --good=REV [--bad=HEAD] --only=COMBINATION [--max-rounds=20] [--threshold=0.02]
+                       [--min-rounds=8] [--max-rounds=48] [--threshold=0.02] [--restart-every=2]
+    hpcnn-perf bisect --good=REV [--bad=HEAD] --only=COMBINATION [--max-rounds=48] [--threshold=0.02]
     hpcnn-perf explain --baseline=REV_OR_DIR [--candidate=REV_OR_DIR] --only=COMBINATION [--pairs=8] [--data_dir=DIR]
     hpcnn-perf gate-quality --mode=paired [--runs=20] [--slowdowns=0.05,0.10] [--json=PATH [--resume]]
     hpcnn-perf gate-quality --mode=stored --baselines-dir=DIR [--runs=20] [--slowdowns=0.10,0.25]
@@ -82,12 +82,13 @@ def _parser():
         if name == "explain":
             continue
         s.add_argument("--min-rounds", type=int, default=8, help="round pairs before the first look (then every 4)")
-        s.add_argument("--max-rounds", type=int, default=20, help="most round pairs per combination")
+        s.add_argument("--max-rounds", type=int, default=48, help="most round pairs per combination")
         s.add_argument("--threshold", type=_fraction, default=gate.PAIRED_THRESHOLD,
                        help="smallest drop that fails (paired mode)")
         s.add_argument("--restart-every", type=_pairs_per_process, default=paired.RESTART_EVERY,
                        help="both sides restart as new processes every N round pairs, so that a comparison "
-                            "spans several process pairs (0: never; default %(default)s)")
+                            "spans several process pairs, and the test flips each process pair's N pairs as one "
+                            "(0: never, and the test takes pairs as independent; default %(default)s)")
     cmp_ = sub.choices["compare"]
     cmp_.add_argument("--baseline", required=True, help="git revision or directory (side A)")
     cmp_.add_argument("--candidate", default=".", help="git revision or directory (side B); default: this tree")
@@ -121,6 +122,10 @@ def _parser():
     q.add_argument("--baselines-file", help="simulate: a baselines file with several sessions per combination")
     q.add_argument("--paired-json", help="simulate: a --mode=paired --json record to resample pairs from")
     q.add_argument("--combinations", type=int, default=400, help="simulate: size of the simulated matrix")
+    q.add_argument("--as-recorded", action="store_true",
+                   help="simulate: resample paired process pairs with the signs they were recorded with (default: "
+                        "each negated at random, as unchanged code's sides are exchangeable; as recorded, a "
+                        "combination keeps its record's own mean ratio as if it were a real change)")
     q.add_argument("--draws", type=int, default=1000, help="simulate: simulated matrices")
     history_cli.add_commands(sub)
     return p
@@ -154,7 +159,7 @@ def _schedule_shape(args):
     from hpcnn.perf.sequential import MIN_PAIRS, Schedule
 
     try:
-        return Schedule(args.min_rounds, Schedule.step, args.max_rounds)
+        return Schedule(args.min_rounds, Schedule.step, args.max_rounds, block=args.restart_every or 1)
     except ValueError:
         _usage(f"--min-rounds={args.min_rounds} --max-rounds={args.max_rounds} is not a schedule; "
                f"allowed: {MIN_PAIRS} <= --min-rounds <= --max-rounds")
@@ -164,8 +169,8 @@ def _schedule(args, combinations: int = 1):
     """The sequential schedule the flags ask for, refused if its last look cannot reach the gate's level."""
     schedule = _schedule_shape(args)
     last = schedule.alpha_at(len(schedule.looks()) - 1, gate.combination_alpha(gate.DEFAULT_ALPHA, combinations))
-    if 0.5 ** args.max_rounds >= last:  # the smallest one-sided signed-rank p of n pairs is 1/2^n
-        need = next(n for n in range(args.min_rounds, 64) if 0.5 ** n < last)
+    if schedule.smallest_p(args.max_rounds) >= last:
+        need = next(n for n in range(args.min_rounds, 256) if schedule.smallest_p(n) < last)
         _usage(f"--max-rounds={args.max_rounds} is too few for the gate to detect anything over {combinations} "
                f"combination(s); allowed: {need} or more")
     return schedule
@@ -478,8 +483,9 @@ def _simulate(args, quality):
             with open(args.paired_json) as f:
                 recorded = json.load(f)
             draws, schedule = max(20, args.draws // 5), _schedule(args, args.combinations)
-            record["paired"] = quality.simulate_paired(quality.process_pair_blocks(recorded), args.combinations,
-                                                       draws, schedule, args.threshold)
+            record["paired"] = quality.simulate_paired(quality.design_blocks(recorded, schedule), args.combinations,
+                                                       draws, schedule, args.threshold,
+                                                       symmetric=not args.as_recorded)
             record["paired"]["power"] = quality.paired_power(recorded, schedule, args.threshold, draws)
         except OSError as e:
             _usage(f"--paired-json: cannot read {args.paired_json} ({e.strerror})")
@@ -489,8 +495,9 @@ def _simulate(args, quality):
             _usage(f"--paired-json: {args.paired_json}: {e}")
         r = record["paired"]
         print(f"paired, {r['combinations']} unchanged combinations x {r['draws']} matrices resampled from "
-              f"{sum(r['blocks'].values())} recorded process-pair blocks: {r['matrices_with_a_false_failure']} "
-              f"with a false failure, rate {r['rate']:.3f}")
+              f"{sum(r['blocks'].values())} recorded process-pair blocks"
+              f"{' as recorded' if args.as_recorded else ', each negated at random'}: "
+              f"{r['matrices_with_a_false_failure']} with a false failure, rate {r['rate']:.3f}")
         print(f"the record's own comparisons resampled by process-pair block, {draws} per cell, judged at most "
               f"{args.max_rounds} pairs at each combination's level (share flagged, median pairs):")
         print("\n".join(quality.power_table(r["power"])))

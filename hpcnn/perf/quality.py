@@ -601,10 +601,12 @@ def _parametric_stored(baselines, keys, combinations, draws, each, rng) -> float
     return failures / draws
 
 
-def process_pair_blocks(record: dict, level: str = "0.0") -> Dict[str, List[List[float]]]:
+def process_pair_blocks(record: dict, level: str = "0.0", size: int = 0) -> Dict[str, List[List[float]]]:
     """Each combination's comparisons at ``level`` cut into blocks of consecutive pairs that one (A, B) process
     pair ran, as log(B/A) per pair (a gate-quality --mode=paired record). A comparison recorded without
-    ``pids`` (before restarts) ran all its pairs on one process pair: one block."""
+    ``pids`` (before restarts) ran all its pairs on one process pair: one block. ``size``: each block cut
+    further into pieces of that many pairs (a process pair that restarts after ``size`` pairs draws its offset
+    as one of them did; 0: whole)."""
     out: Dict[str, List[List[float]]] = {}
     for key, c in record["combinations"].items():
         blocks: List[List[float]] = []
@@ -612,24 +614,47 @@ def process_pair_blocks(record: dict, level: str = "0.0") -> Dict[str, List[List
             d = [float(x) for x in np.log(np.asarray(run["b"], float) / np.asarray(run["a"], float))]
             pids = [tuple(p) for p in run.get("pids") or [()] * len(d)]
             blocks += [[x for _, x in block] for _, block in itertools.groupby(zip(pids, d), key=lambda y: y[0])]
-        out[key] = blocks
+        out[key] = [b[i:i + size] for b in blocks for i in range(0, len(b), size)] if size else blocks
     return out
 
 
-def draw_blocks(blocks: Sequence[Sequence[float]], n: int, rng: np.random.Generator) -> List[float]:
+def design_blocks(record: dict, schedule: sequential.Schedule, level: str = "0.0") -> Dict[str, List[List[float]]]:
+    """``process_pair_blocks`` as process pairs of ``schedule``'s design run them: pieces of ``schedule.block``
+    pairs; a schedule of block 1 (pairs taken as independent) keeps the record's own process pairs, which its
+    test ignores but the machine does not.
+
+    Raises:
+      ValueError: the schedule's process pairs are longer than the record's.
+    """
+    ran, size = record.get("restart_every") or 0, schedule.block if schedule.block > 1 else 0
+    blocks = process_pair_blocks(record, level, size)
+    if size and any(blocks.values()) and (not ran or size > ran):
+        raise ValueError(f"the record's process pairs ran {ran or 'all'} pairs each; process pairs of "
+                         f"{size} cannot be resampled from them (allowed: --restart-every <= {ran})")
+    return blocks
+
+
+def draw_blocks(blocks: Sequence[Sequence[float]], n: int, rng: np.random.Generator,
+                symmetric: bool = False) -> List[float]:
     """``n`` pairs made of whole recorded blocks drawn with replacement, in the order drawn (the last cut short):
-    a simulated comparison carries a process offset per block, as the recorded comparisons did."""
+    a simulated comparison carries a process offset per block, as the recorded comparisons did.
+
+    ``symmetric``: each drawn block's log-ratios negated or not at random, as swapping which process of its
+    pair is A would: of unchanged code, a block and its negation are equally likely, so the simulated null is
+    centred on no change rather than on the record's own mean (a draw of its noise, or the asymmetry of a
+    design that restarted A first in every process pair)."""
     out: List[float] = []
     while len(out) < n:
-        out.extend(blocks[int(rng.integers(len(blocks)))])
+        block = blocks[int(rng.integers(len(blocks)))]
+        out.extend([-x for x in block] if symmetric and rng.integers(2) else block)
     return out[:n]
 
 
 def judge_resampled(blocks: Sequence[Sequence[float]], schedule: sequential.Schedule, threshold: float,
-                    alpha: float, rng: np.random.Generator) -> Tuple[gate.Verdict, int]:
+                    alpha: float, rng: np.random.Generator, symmetric: bool = False) -> Tuple[gate.Verdict, int]:
     """(verdict, pairs it took): one comparison made of recorded blocks (``draw_blocks``, as many pairs as the
     schedule's cap) replayed through the gate's looks at ``alpha``."""
-    draw = iter(draw_blocks(blocks, schedule.max_pairs, rng))
+    draw = iter(draw_blocks(blocks, schedule.max_pairs, rng, symmetric))
     v, a, _ = sequential.run_sequential(lambda r: (100.0, 100.0 * float(np.exp(next(draw)))), schedule,
                                         threshold, alpha)
     return v, len(a)
@@ -647,7 +672,7 @@ def paired_power(record: dict, schedule: sequential.Schedule, threshold: float =
     out: Dict[str, Dict[str, dict]] = {}
     for level in record["levels"]:
         out[str(level)] = {}
-        for key, blocks in process_pair_blocks(record, str(level)).items():
+        for key, blocks in design_blocks(record, schedule, str(level)).items():
             flagged, pairs = 0, []
             for _ in range(draws):
                 v, n = judge_resampled(blocks, schedule, threshold, each, rng)
@@ -667,11 +692,12 @@ def power_table(power: Dict[str, Dict[str, dict]]) -> List[str]:
 
 def simulate_paired(blocks: Dict[str, List[List[float]]], combinations: int = 400, draws: int = 200,
                     schedule: Optional[sequential.Schedule] = None, threshold: float = gate.PAIRED_THRESHOLD,
-                    alpha: float = gate.DEFAULT_ALPHA, seed: int = 0) -> dict:
+                    alpha: float = gate.DEFAULT_ALPHA, seed: int = 0, symmetric: bool = False) -> dict:
     """Unchanged matrices whose combinations resample recorded process-pair blocks (``process_pair_blocks``).
 
     Resampling blocks rather than single pairs keeps each process pair's offset, which pairs drawn one by
     one would average away: the simulated false-failure rate then counts that offset as the real runs do.
+    ``symmetric``: blocks negated at random (``draw_blocks``), a null centred on no change.
     """
     schedule = schedule or sequential.Schedule()
     rng = np.random.default_rng(seed)
@@ -683,8 +709,10 @@ def simulate_paired(blocks: Dict[str, List[List[float]]], combinations: int = 40
     for _ in range(draws):
         failed = False
         for i in range(combinations):
-            failed |= judge_resampled(blocks[keys[i % len(keys)]], schedule, threshold, each, rng)[0].failed
+            failed |= judge_resampled(blocks[keys[i % len(keys)]], schedule, threshold, each, rng,
+                                      symmetric)[0].failed
         failures += failed
     return {"combinations": combinations, "draws": draws, "alpha": alpha, "combination_alpha": each,
+            "symmetric": symmetric,
             "blocks": {k: len(blocks[k]) for k in keys},
             "matrices_with_a_false_failure": failures, "rate": failures / draws}

@@ -50,21 +50,29 @@ class Schedule:
 
     min_pairs: int = 8
     step: int = 4
-    max_pairs: int = 20
+    max_pairs: int = 48
     # Early looks share the early half only where they can spend it (``weights``); False: every early look
     # had an equal part, reachable or not (records made before 2026-11-27 have no such field).
     reachable_only: bool = True
+    # Consecutive pairs one process pair runs (``paired.RESTART_EVERY``): the test flips whole blocks. 1: every
+    # pair a unit of its own, as if pairs were independent (records made before 2026-12-02 have no such field).
+    block: int = 2
 
     @classmethod
     def recorded(cls, fields: Mapping[str, object]) -> "Schedule":
         """The schedule a record's ``vars(schedule)`` describes; a record without ``reachable_only`` ran with
-        equal parts for every early look."""
-        return cls(**{"reachable_only": False, **fields})
+        equal parts for every early look, one without ``block`` tested pairs as independent."""
+        return cls(**{"reachable_only": False, "block": 1, **fields})
 
     def __post_init__(self):
-        if not MIN_PAIRS <= self.min_pairs <= self.max_pairs or self.step < 1:
-            raise ValueError(f"a schedule needs {MIN_PAIRS} <= min_pairs <= max_pairs and step >= 1; received "
-                             f"min_pairs={self.min_pairs}, step={self.step}, max_pairs={self.max_pairs}")
+        if not MIN_PAIRS <= self.min_pairs <= self.max_pairs or self.step < 1 or self.block < 1:
+            raise ValueError(f"a schedule needs {MIN_PAIRS} <= min_pairs <= max_pairs, step >= 1 and block >= 1; "
+                             f"received min_pairs={self.min_pairs}, step={self.step}, max_pairs={self.max_pairs}, "
+                             f"block={self.block}")
+
+    def smallest_p(self, pairs: int) -> float:
+        """The smallest one-sided p-value the test can give ``pairs`` pairs: every block's sign one way."""
+        return 0.5 ** math.ceil(pairs / self.block)
 
     def looks(self) -> List[int]:
         """The pair counts after which the gate looks."""
@@ -73,8 +81,8 @@ class Schedule:
 
     def weights(self, level: float) -> List[float]:
         """Each look's part of a combination's level ``level``: half for the last look, half in equal parts
-        for the most early looks whose part each of them can spend (1/2^n below it, n the look's pairs: the
-        latest looks first), none for the rest; all for the last where no early look can spend."""
+        for the most early looks whose part each of them can spend (``smallest_p`` below it: the latest looks
+        first), none for the rest; all for the last where no early look can spend."""
         looks = self.looks()
         early = looks[:-1]
         if not early:
@@ -82,7 +90,7 @@ class Schedule:
         if not self.reachable_only:
             return [0.5 / len(early)] * len(early) + [0.5]
         for m in range(len(early), 0, -1):
-            if 0.5 ** early[-m] < level * 0.5 / m:
+            if self.smallest_p(early[-m]) < level * 0.5 / m:
                 return [0.0] * (len(early) - m) + [0.5 / m] * m + [0.5]
         return [0.0] * len(early) + [1.0]
 
@@ -93,8 +101,9 @@ class Schedule:
 
 
 def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.PAIRED_THRESHOLD,
-                alpha: float = gate.DEFAULT_ALPHA, mds_alpha: Optional[float] = None) -> gate.Verdict:
-    """B's rounds against A's, pair by pair (round i of each was run back to back).
+                alpha: float = gate.DEFAULT_ALPHA, mds_alpha: Optional[float] = None, block: int = 1) -> gate.Verdict:
+    """B's rounds against A's, pair by pair (round i of each was run back to back), each ``block`` consecutive
+    pairs from one process pair (``signed_rank_p``).
 
     ``mds_alpha``: the level the MDS is quoted at (default ``alpha``).
 
@@ -107,18 +116,29 @@ def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.
     if min(a) <= 0 or min(b) <= 0:
         raise ValueError("judge_pairs() needs positive throughputs on both sides")
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
-    n = len(d)
     estimate, low, high = hodges_lehmann(d)
-    p_slower, p_faster = signed_rank_p(d)
+    if block > 1:
+        low, high = shift_interval(d, block)
+    p_slower, p_faster = signed_rank_p(d, block)
     ratio = math.exp(estimate)
-    # The MDS of the rank test: a normal-theory t test on a robust spread, at the signed-rank test's
-    # asymptotic efficiency (3/pi against the normal, higher with heavy tails).
-    spread = 1.4826 * float(np.median(np.abs(d - np.median(d))))
-    se = spread / math.sqrt(n * 3 / math.pi)
+    # The MDS of the rank test: a normal-theory t test over the blocks' means on a robust spread, at the
+    # signed-rank test's asymptotic efficiency (3/pi against the normal, higher with heavy tails).
+    means = block_means(d, block)
+    k = len(means)
+    spread = 1.4826 * float(np.median(np.abs(means - np.median(means))))
+    se = spread / math.sqrt(k * 3 / math.pi)
+    evidence = f"{len(d)} paired rounds" + (f" in {k} process pairs" if block > 1 else "")
     return gate.Verdict(float(np.median(a)), float(np.median(b)), ratio, math.exp(low), math.exp(high),
                         p_slower, p_faster, threshold,
                         gate.classify(ratio, p_slower, p_faster, threshold, alpha), alpha,
-                        gate.mds(se, n - 1, alpha if mds_alpha is None else mds_alpha), f"{n} paired rounds")
+                        gate.mds(se, k - 1, alpha if mds_alpha is None else mds_alpha), evidence)
+
+
+def block_means(d: Sequence[float], block: int) -> np.ndarray:
+    """The mean of each ``block`` consecutive values of ``d`` (the last block may be short)."""
+    d = np.asarray(d, float)
+    starts = np.arange(0, len(d), block)
+    return np.add.reduceat(d, starts) / np.diff(np.append(starts, len(d)))
 
 
 def hodges_lehmann(d: Sequence[float]) -> Tuple[float, float, float]:
@@ -130,32 +150,84 @@ def hodges_lehmann(d: Sequence[float]) -> Tuple[float, float, float]:
     """
     d = np.asarray(d, float)
     n = len(d)
-    i, j = np.triu_indices(n)
-    walsh = np.sort((d[i] + d[j]) / 2)
+    walsh = _walsh(d)
     k = int(math.floor(len(walsh) / 2 - stats.norm.ppf(0.975) * math.sqrt(n * (n + 1) * (2 * n + 1) / 24)))
     k = min(max(k, 0), len(walsh) // 2)
     return float(np.median(walsh)), float(walsh[k]), float(walsh[len(walsh) - 1 - k])
 
 
-def signed_rank_p(d: np.ndarray) -> Tuple[float, float]:
-    """One-sided Wilcoxon signed-rank p-values (slower: d below 0, faster: above), exact.
+def _walsh(d: np.ndarray) -> np.ndarray:
+    i, j = np.triu_indices(len(d))
+    return np.sort((d[i] + d[j]) / 2)
 
-    Zeros are dropped; tied magnitudes get mid-ranks and the p-values come from the
-    exact permutation distribution of those ranks (every sign pattern equally
-    likely under the null), counted by dynamic programming over the doubled,
-    hence integer, ranks: no normal approximation and no resampling at any size.
+
+def shift_interval(d: Sequence[float], block: int, confidence: float = 0.95) -> Tuple[float, float]:
+    """The shifts c of log-ratios ``d`` that the blocked test (``signed_rank_p``) of d - c rejects neither way
+    at (1 - confidence) / 2: its interval, with ends among the Walsh averages (where the statistic changes),
+    found by bisection. (-inf, inf) where even every block one way is not rejected at that level (fewer than
+    6 blocks at 95%: 2^-5 is above 2.5%)."""
+    d = np.asarray(d, float)
+    tail = (1 - confidence) / 2
+    if 0.5 ** math.ceil(len(d) / block) >= tail:
+        return -math.inf, math.inf
+    walsh = np.unique(_walsh(d))  # below the smallest, every value of d - c is above 0: rejected
+    low = _first(walsh, lambda c: signed_rank_p(d - c, block)[1] >= tail)
+    high = _first(walsh[::-1], lambda c: signed_rank_p(d - c, block)[0] >= tail)
+    return float(walsh[low]), float(walsh[::-1][high])
+
+
+def _first(values: np.ndarray, accepted: Callable[[float], bool]) -> int:
+    """The first index of ``values`` where ``accepted`` holds, it holding from there to the last value."""
+    if accepted(values[0]):
+        return 0
+    lo, hi = 0, len(values) - 1  # rejected at lo, accepted at hi (d less its largest value is never above 0)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if accepted(values[mid]) else (mid, hi)
+    return hi
+
+
+def _doubled_midranks(x: np.ndarray) -> np.ndarray:
+    """Twice the ranks of ``x`` (1 for the smallest), ties sharing their mean rank: integers."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    first = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])  # where each run of equal values starts
+    ends = np.r_[first[1:], len(x)]
+    out = np.empty(len(x), int)
+    out[order] = np.repeat(first + ends + 1, ends - first)  # ranks first+1 .. ends: twice their mean
+    return out
+
+
+def signed_rank_p(d: Sequence[float], block: int = 1) -> Tuple[float, float]:
+    """One-sided p-values of the Wilcoxon signed-rank statistic of ``d`` (slower: d below 0, faster: above),
+    exact, each ``block`` consecutive values of d a unit whose signs flip together.
+
+    Zeros are dropped; tied magnitudes get mid-ranks. A block's statistic is the
+    sum of its values' signed ranks. Under the null hypothesis every pattern of
+    block signs is equally likely: A and B run the same code, so swapping which
+    process is A flips a whole block, whatever offset its process pair carries,
+    while its pairs' signs need not be independent of each other. The p-values
+    come from that permutation distribution, counted by dynamic programming over
+    the blocks' doubled, hence integer, sums: no normal approximation and no
+    resampling at any size. With ``block`` 1 this is the plain signed-rank test.
     """
-    nonzero = np.asarray(d, float)[np.asarray(d) != 0]
-    if len(nonzero) == 0:
+    d = np.asarray(d, float)
+    nonzero = d != 0
+    if not nonzero.any():
         return 1.0, 1.0
-    doubled = np.rint(2 * stats.rankdata(np.abs(nonzero))).astype(int)
-    top = int(doubled.sum())
+    doubled = np.zeros(len(d), int)
+    doubled[nonzero] = _doubled_midranks(np.abs(d[nonzero]))
+    sums = np.add.reduceat(np.sign(d).astype(int) * doubled, np.arange(0, len(d), block))
+    units = np.abs(sums[sums != 0])
+    if len(units) == 0:
+        return 1.0, 1.0
+    top = int(units.sum())
     counts = np.zeros(top + 1)
     counts[0] = 1.0
-    for r in doubled:  # counts[w]: sign patterns whose positive ranks sum to w
+    for r in units:  # counts[w]: sign patterns whose positive units sum to w
         counts[r:] = counts[r:] + counts[:-r].copy()
     cdf = np.cumsum(counts) / counts.sum()
-    w = int(doubled[nonzero > 0].sum())
+    w = int(sums[sums > 0].sum())
     return float(cdf[w]), float(cdf[top - w])  # P(W+ <= w), P(W+ >= w) = P(W+ <= top - w) by symmetry
 
 
@@ -164,7 +236,7 @@ def decide(a: Sequence[float], b: Sequence[float], look: int, schedule: Schedule
     """The verdict at look ``look`` and whether the combination stops there."""
     last = look == len(schedule.looks()) - 1
     v = judge_pairs(a, b, threshold, schedule.alpha_at(look, alpha), mds_alpha=schedule.alpha_at(
-        len(schedule.looks()) - 1, alpha))
+        len(schedule.looks()) - 1, alpha), block=schedule.block)
     clear_same = 1 - threshold < v.ci_low and v.ci_high < 1 + threshold
     stop = last or v.verdict in (gate.REGRESSION, gate.IMPROVEMENT) or clear_same
     return v, stop
@@ -177,7 +249,7 @@ def family_p(a: Sequence[float], b: Sequence[float], schedule: Schedule, level: 
     removes looks, so it is a valid p-value for Holm's step-down."""
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
     weights = schedule.weights(level)
-    return min((min(1.0, signed_rank_p(d[:n])[0] / weights[k])
+    return min((min(1.0, signed_rank_p(d[:n], schedule.block)[0] / weights[k])
                 for k, n in enumerate(schedule.looks()) if n <= len(d) and weights[k]), default=1.0)
 
 
@@ -192,7 +264,8 @@ def judge_at(a: Sequence[float], b: Sequence[float], schedule: Schedule, thresho
     level = alpha if level is None else level
     last = schedule.alpha_at(len(schedule.looks()) - 1, level)
     for k, n in reached:
-        v = judge_pairs(a[:n], b[:n], threshold, schedule.alpha_at(k, alpha, level), mds_alpha=last)
+        v = judge_pairs(a[:n], b[:n], threshold, schedule.alpha_at(k, alpha, level), mds_alpha=last,
+                        block=schedule.block)
         if v.failed:
             return v
     return v
