@@ -1345,6 +1345,14 @@ def test_resampling_the_zen3_paired_record_shows_what_the_blocked_test_at_48_pai
     assert quality.power_table(now)[2].startswith(f"| {key} | {share:.2f} (48) | ")
 
 
+def test_a_quality_measurement_tests_blocks_that_are_its_process_pairs():
+    combo = [Combination("trivial", "independent", "NHWC", 2, "fp32", 32, 20)]
+    for schedule, restart_every in ((sequential.Schedule(block=2), 4), (sequential.Schedule(block=2), 0),
+                                    (sequential.Schedule(block=1), 2)):
+        with pytest.raises(ValueError, match="the test's blocks must be the process pairs"):
+            quality.paired_quality(".", combo, "cpu", 1, [0.05], schedule, 0.02, 0.01, restart_every=restart_every)
+
+
 def test_a_design_resamples_only_process_pairs_no_longer_than_the_records():
     """Process pairs of 2 are cut from recorded ones of 4 (each piece keeps its process pair's offset); pairs taken
     one by one draw the record's process pairs whole; longer ones than recorded cannot be made."""

@@ -72,6 +72,9 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     extend; a run of the smoke matrix at three levels costs about an hour on a 2-core CPU, so twenty
     runs take more than one sitting.
     """
+    if schedule.block != (restart_every or 1):
+        raise ValueError(f"the test's blocks must be the process pairs: schedule.block={schedule.block}, "
+                         f"restart_every={restart_every}")
     levels = [0.0] + [s for s in slowdowns if s > 0]
     each = gate.combination_alpha(alpha, len(combos))
     record: Dict[str, dict] = resume or {
