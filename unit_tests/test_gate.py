@@ -368,6 +368,8 @@ class _TimedSide:
     (default ``step_s``); it logs (name, steps) of every chunk it runs and (name, "rebuild") or
     (name, "restart") of every rebuild and restart (which gives it a new pid)."""
 
+    measures_while_starting = True  # restarted one at a time, by restart()
+
     def __init__(self, name, step_s, log, first_s=None):
         self.name, self.step_s, self.log = name, step_s, log
         self.first_s = step_s if first_s is None else first_s
@@ -387,6 +389,34 @@ class _TimedSide:
         times = [self.first_s if self.fresh else self.step_s] + [self.step_s] * (steps - 1)
         self.fresh = False
         return times
+
+
+class _StartedSide:
+    """A side that logs how it is restarted: closed, spawned, awaited."""
+
+    def __init__(self, name, log, measures=False):
+        self.name, self.log, self.measures_while_starting = name, log, measures
+
+    def close(self):
+        self.log.append((self.name, "close"))
+
+    def _spawn(self):
+        self.log.append((self.name, "spawn"))
+
+    def _await_ready(self):
+        self.log.append((self.name, "ready"))
+
+    def restart(self):
+        self.log.append((self.name, "restart"))
+
+
+def test_sides_that_time_nothing_while_starting_restart_at_once_and_a_measuring_one_alone():
+    log = []
+    paired.restart_all([_StartedSide("B", log), _StartedSide("A", log)])
+    assert log == [("B", "close"), ("B", "spawn"), ("A", "close"), ("A", "spawn"), ("B", "ready"), ("A", "ready")]
+    log.clear()
+    paired.restart_all([_StartedSide("A", log), _StartedSide("B", log, measures=True)])
+    assert log == [("A", "restart"), ("B", "restart")]  # B sizes its plant on a quiet machine
 
 
 def test_a_round_pair_alternates_chunks_a_b_b_a_and_times_each_side_over_its_own_steps():

@@ -274,6 +274,7 @@ def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survi
 
     combo = next(c for c in build_matrix("smoke") if c.key == COMBO)
     plain, planted = paired.open_pair(REPO, REPO, combo, "cpu", plant_b=float(PLANT))
+    other = None
     try:
         plain.run(3)
         first = plain.losses
@@ -293,9 +294,19 @@ def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survi
         assert planted.planted_fraction > 1.0  # its size measured in each process
         slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
         assert slowed > 1.5, slowed
+        # two sides that time nothing while starting restart at once: new processes, fresh weights
+        other = paired.Side(REPO, combo, "cpu", paired.warmup_steps_for(combo))
+        pids = [plain.pids[-1], other.pids[-1]]
+        paired.restart_all([plain, other])
+        assert [plain.pids[-1], other.pids[-1]] != pids and len(set(plain.pids + other.pids)) == 4
+        for side in (plain, other):
+            side.run(3)
+            assert side.losses == first
     finally:
         plain.close()
         planted.close()
+        if other:
+            other.close()
 
 
 @pytest.mark.slow
