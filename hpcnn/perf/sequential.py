@@ -5,16 +5,19 @@ minutes hits both members of a pair alike and a pair's log-ratio log(B/A) is
 nearly free of it. A disturbance that hits one round of a pair makes these
 log-ratios heavy-tailed (on trivial-ps here their spread is 7%, with outliers),
 so they are judged by rank: the one-sided Wilcoxon signed-rank test, the
-Hodges-Lehmann estimate of the ratio and its rank-based 95% interval.
+Hodges-Lehmann estimate of the ratio and a rank-based 95% interval. The pairs
+that one process pair runs (``Schedule.block``) share its offset, so the test
+flips them as one block (``signed_rank_p``) and its interval is the shifts that
+blocked test keeps (``shift_interval``).
 
 Looks are taken after ``min_pairs`` pairs and then every ``step`` pairs up to
 ``max_pairs`` (as Chromium's Pinpoint adds attempts while a difference is
 unclear). The combination's level alpha is spent half on the last look and half,
-in equal parts, on the early looks that can spend their part: n pairs all one
-way give the exact test's smallest p, 1/2^n, so at alpha 0.01 over 7
-combinations the look at 8 pairs (1/256) can never reject and its part would
-be lost. The parts sum to alpha, so the false-alarm rate stays below it
-however a run stops. A look stops the combination when
+in equal parts, on the early looks that can spend their part: k blocks all one
+way give the exact test's smallest p, 1/2^k, so at alpha 0.01 over 7
+combinations a look at 24 pairs in blocks of 2 (1/4096) can never reject and
+its part would be lost. The parts sum to alpha, so the false-alarm rate stays
+below it however a run stops. A look stops the combination when
 
 * the drop is beyond the threshold and significant at the look's level (REGRESSION),
 * an improvement beyond the threshold is significant at it, or
