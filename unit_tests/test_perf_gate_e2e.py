@@ -288,10 +288,11 @@ def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survi
         slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
         assert slowed > 1.5, slowed  # the rebuilt step still carries the planted work (3x the step)
         # one code change: a restarted side is a new process planting the amount its first process sized,
-        units, pid = list(planted.planted_units), planted.pids[-1]
+        units, pid, measured = list(planted.planted_units), planted.pids[-1], planted.planted_fraction
+        assert not planted.measures_while_starting  # its first process measured the size: restarts do not
         planted.restart()
         assert planted.pids[-1] != pid and len(units) == 1 and units[0] > 0 and planted.planted_units == units * 2
-        assert planted.planted_fraction > 1.0  # its size measured in each process
+        assert planted.planted_fraction == measured > 1.0
         slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
         assert slowed > 1.5, slowed
         # two sides that time nothing while starting restart at once: new processes, fresh weights

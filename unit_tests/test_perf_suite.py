@@ -230,16 +230,18 @@ QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
 # records of earlier designs, and what each holds where the default measurement now differs: each process
 # searched its own plant; each run searched one per side; every early look had an equal part of the level;
 # alexnet's rounds were its 3 steps, 3 chunks (none recorded round lengths); and all of them: process pairs of
-# 4 pairs, tested pair by pair, at most 20 pairs
+# 4 pairs, tested pair by pair, at most 20 pairs, a planted slowdown measured in every process
 EQUAL_PARTS = {"min_pairs": 8, "step": 4, "max_pairs": 20}
-PAIR_LEVEL = {"schedule": {**EQUAL_PARTS, "reachable_only": True}, "restart_every": 4}
+EVERY_PROCESS = "one amount per combination and level, searched precisely once, measured afresh in every process"
+PAIR_LEVEL = {"schedule": {**EQUAL_PARTS, "reachable_only": True}, "restart_every": 4, "plant": EVERY_PROCESS}
 EARLIER_DESIGNS = {
     os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None, "round_steps": None,
                                                   "restart_every": 4},
     os.path.join(QUALITY, "per-run-plants"): {
         "schedule": EQUAL_PARTS, "plant": "one amount per side, sized in the pair's chunks, measured afresh",
         "round_steps": None, "restart_every": 4},
-    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS, "round_steps": None, "restart_every": 4},
+    os.path.join(QUALITY, "equal-part-looks"): {"schedule": EQUAL_PARTS, "round_steps": None, "restart_every": 4,
+                                                "plant": EVERY_PROCESS},
     os.path.join(QUALITY, "three-step-rounds"): {**PAIR_LEVEL, "round_steps": None},
     os.path.join(QUALITY, "pair-level-test"): PAIR_LEVEL}
 

@@ -23,10 +23,12 @@ threshold. So both sides also restart as new processes
 every ``RESTART_EVERY`` pairs: a comparison of 12 pairs spans 6 process pairs
 and its estimate averages their offsets. The pairs of one process pair share
 its offset, so they are not independent: the test (``sequential.signed_rank_p``)
-flips each process pair's pairs as one block. On a noisy class (Zen 3, AMD
-family 25 model 1) the offset's sd was 1.2-1.9% on the trivial models; a test
-counting 4 pairs of a process pair as 4 independent ones failed 13 of 100
-simulated 400-combination matrices of unchanged code instead of 1.
+flips each process pair's pairs as one block: exact whatever offsets they carry,
+since of unchanged code swapping which process is A negates a block. (On a noisy
+class, Zen 3, AMD family 25 model 1, the offset's sd was 1.2-1.9% on the trivial
+models.) The sides take turns to restart first: the one restarted first sits
+idle while the other starts, and when that was always A, B ran 0.1-0.7% faster
+in all 7 combinations of the Zen 4 record.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ class Side:
             self._spec["plant_units"] = plant_units
         self._env = dict(os.environ, PYTHONPATH=os.path.abspath(source_dir), TF_CPP_MIN_LOG_LEVEL="2")
         self.pids: List[int] = []  # every process this side has run, the current one last
-        self._planted: List[float] = []  # each process's measured planted slowdown
+        self._planted: List[float] = []  # the planted slowdown as its side's first process measured it
         self.planted_units: List[int] = []  # each process's amount of planted work: the first one's, sized there
         self.losses: List[float] = []
         self._start()
@@ -77,7 +79,7 @@ class Side:
     @property
     def measures_while_starting(self) -> bool:
         """Whether a new process of this side times anything before it is ready (a planted slowdown's size)."""
-        return bool(self._spec["plant_slowdown"])
+        return bool(self._spec["plant_slowdown"]) and self._spec.get("measure_plant", True)
 
     def _start(self) -> None:
         self._spawn()
@@ -91,15 +93,17 @@ class Side:
 
     def _await_ready(self) -> None:
         ready = self._read(READY_TIMEOUT_S)  # built and warmed up
-        self._planted.append(ready.get("planted_fraction", 0.0))
-        if "planted_units" in ready:  # a restart plants the same work: one code change, not a fresh draw
-            self._spec["plant_units"] = ready["planted_units"]
+        if "planted_fraction" in ready:
+            self._planted.append(ready["planted_fraction"])
+        if "planted_units" in ready:  # a restart plants the same work: one code change, not a fresh draw, and
+            self._spec["plant_units"] = ready["planted_units"]  # leaves it unmeasured (``PLANT``)
+            self._spec["measure_plant"] = False
             self.planted_units.append(ready["planted_units"])
 
     @property
     def planted_fraction(self) -> float:
-        """The planted slowdown as measured (0 where none), the mean over the side's processes."""
-        return sum(self._planted) / len(self._planted)
+        """The planted slowdown as measured (0 where none): by the side's first process."""
+        return sum(self._planted) / len(self._planted) if self._planted else 0.0
 
     def restart(self) -> None:
         """Replaces the worker by a new process of the same side (the side's own overrides; a planted
@@ -199,9 +203,12 @@ SETTLE_CHUNKS = 1
 # sizing are another measurement, not resumed): the first process to plant a slowdown sizes the work in chunks
 # timed as a pair's are, after a settle, each measurement of the search precise to a tenth of the slowdown
 # (``slowdown.PlantedSlowdown.calibrate``); every later process of the side, and of every later run of the
-# measurement, plants that same amount and measures its size afresh. Before, every run searched anew (from
-# 10-pair measurements) and the side's size was a fresh draw each run; before that, every process did.
-PLANT = "one amount per combination and level, searched precisely once, measured afresh in every process"
+# measurement, plants that same amount, and a side's first process measures its size afresh; the side's
+# restarts plant it unmeasured, and so start beside the other side (``restart_all``): with restarts every 2
+# pairs, measuring in every process made a pair of tiny_resnet's planted comparisons take 13.6-14.4 s on a
+# Zen 3, against 6.1 s unchanged. Before 2026-12-02 every process measured it; before that, every run searched
+# anew (from 10-pair measurements) and the side's size was a fresh draw each run; before that, every process did.
+PLANT = "one amount per combination and level, searched precisely once, measured by the first process of each side"
 RESTART_EVERY = 2  # round pairs per process pair: the test's block (``sequential.Schedule.block``)
 
 

@@ -83,7 +83,9 @@ def main():
     ready = {"ready": True}
     if planted:  # sized (or, restarted, its side's amount measured) in chunks timed like a pair's, after a settle
         timed = dict(run_steps=lambda n: bench.run_steps(n)[0], chunk=spec.get("plant_chunk"), before_chunk=settle)
-        if spec.get("plant_units"):
+        if spec.get("plant_units") and not spec.get("measure_plant", True):  # planted, its size measured before
+            planted.units.assign(spec["plant_units"])
+        elif spec.get("plant_units"):
             ready["planted_fraction"] = planted.measure(spec["plant_units"], **timed)
         else:
             ready["planted_fraction"] = planted.calibrate(spec["plant_slowdown"], **timed)
