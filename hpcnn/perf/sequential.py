@@ -74,8 +74,8 @@ class Schedule:
                              f"block={self.block}")
 
     def smallest_p(self, pairs: int) -> float:
-        """The smallest one-sided p-value the test can give ``pairs`` pairs: every block's sign one way."""
-        return 0.5 ** math.ceil(pairs / self.block)
+        """The smallest one-sided p-value the test can give ``pairs`` pairs (``smallest_p``)."""
+        return smallest_p(pairs, self.block)
 
     def looks(self) -> List[int]:
         """The pair counts after which the gate looks."""
@@ -103,6 +103,12 @@ class Schedule:
         return alpha * self.weights(alpha if level is None else level)[look]
 
 
+def smallest_p(pairs: int, block: int) -> float:
+    """The smallest one-sided p-value ``signed_rank_p`` can give ``pairs`` pairs in blocks of ``block``: every
+    block's sign one way, one chance in 2^blocks."""
+    return 0.5 ** math.ceil(pairs / block)
+
+
 def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.PAIRED_THRESHOLD,
                 alpha: float = gate.DEFAULT_ALPHA, mds_alpha: Optional[float] = None, block: int = 1) -> gate.Verdict:
     """B's rounds against A's, pair by pair (round i of each was run back to back), each ``block`` consecutive
@@ -119,9 +125,10 @@ def judge_pairs(a: Sequence[float], b: Sequence[float], threshold: float = gate.
     if min(a) <= 0 or min(b) <= 0:
         raise ValueError("judge_pairs() needs positive throughputs on both sides")
     d = np.log(np.asarray(b, float) / np.asarray(a, float))
-    estimate, low, high = hodges_lehmann(d)
-    if block > 1:
-        low, high = shift_interval(d, block)
+    if block > 1:  # the interval of the test that judges: its blocks flip whole
+        estimate, (low, high) = float(np.median(_walsh(d))), shift_interval(d, block)
+    else:
+        estimate, low, high = hodges_lehmann(d)
     p_slower, p_faster = signed_rank_p(d, block)
     ratio = math.exp(estimate)
     # The MDS of the rank test: a normal-theory t test over the blocks' means on a robust spread, at the
@@ -171,7 +178,7 @@ def shift_interval(d: Sequence[float], block: int, confidence: float = 0.95) -> 
     6 blocks at 95%: 2^-5 is above 2.5%)."""
     d = np.asarray(d, float)
     tail = (1 - confidence) / 2
-    if 0.5 ** math.ceil(len(d) / block) >= tail:
+    if smallest_p(len(d), block) >= tail:
         return -math.inf, math.inf
     walsh = np.unique(_walsh(d))  # below the smallest, every value of d - c is above 0: rejected
     low = _first(walsh, lambda c: signed_rank_p(d - c, block)[1] >= tail)
