@@ -130,6 +130,37 @@ def test_changed_ops_rank_op_types_by_their_change_per_step():
     assert "FusedBatchNormV3" in bn.describe() and "+16.00 ms" in bn.describe()
 
 
+class _ProfiledSide:
+    """A paired side whose step spends ``op_ms`` per op type; it logs every rebuild, run and trace."""
+
+    def __init__(self, name, op_ms, log):
+        self.name, self.op_ms, self.log = name, op_ms, log
+
+    def rebuild(self, overrides):
+        self.log.append((self.name, "rebuild", overrides))
+
+    def run(self, steps):
+        self.log.append((self.name, "run", steps))
+
+    def profile(self, steps):
+        self.log.append((self.name, "profile", steps))
+        return {op: steps * ms / 1e3 for op, ms in self.op_ms.items()}
+
+
+@pytest.mark.parametrize("combo,steps", [(REPLICATED, 20), (Combination("alexnet", "independent", "NHWC", 2,
+                                                                         "fp32", 16, 3), 10)])
+def test_op_changes_trace_a_paired_round_of_steps_a_b_b_a(combo, steps):
+    """Alexnet's smoke rounds are 3 steps; its traces are as long as a paired round of it, 10 steps, not 3."""
+    log = []
+    a = _ProfiledSide("A", {"Conv2D": 30.0, "Relu": 2.0}, log)
+    b = _ProfiledSide("B", {"Conv2D": 30.0, "Relu": 5.0, "Mul": 1.0}, log)
+    rows = explain.op_changes(a, b, combo, {"data_dir": None}, top=2)
+    assert log == [("A", "rebuild", {"data_dir": None}), ("A", "run", max(3, steps // 3)),
+                   ("B", "rebuild", {"data_dir": None}), ("B", "run", max(3, steps // 3)),
+                   ("A", "profile", steps), ("B", "profile", steps), ("B", "profile", steps), ("A", "profile", steps)]
+    assert [(r.op_type, round(r.a_ms, 6), round(r.b_ms, 6)) for r in rows] == [("Relu", 2.0, 5.0), ("Mul", 0.0, 1.0)]
+
+
 def test_a_real_trace_sums_time_by_op_type():
     import tensorflow as tf
 

@@ -157,14 +157,15 @@ def measure(a: paired.Side, b: paired.Side, combo: Combination, plan: Dict[str, 
 
 def op_changes(a: paired.Side, b: paired.Side, combo: Combination, step_overrides: dict, top: int = 8
                ) -> List[optrace.OpChange]:
-    """Both sides rebuilt on the combination's own step, traced A B B A for ``steps_per_round`` steps each;
-    the op types whose time per step changed most."""
+    """Both sides rebuilt on the combination's own step, traced A B B A for a paired round's steps each
+    (``paired.round_steps``: alexnet's 3-step smoke rounds are 10 steps here too, 20 a side in all); the op
+    types whose time per step changed most."""
+    steps = paired.round_steps(combo)
     for side in (a, b):
         side.rebuild(step_overrides)
-        side.run(max(3, combo.steps_per_round // 3))  # past the first steps of the fresh build
+        side.run(max(3, steps // 3))  # past the first steps of the fresh build
     sums = {a: {}, b: {}}
     for side in (a, b, b, a):
-        for op_type, seconds in side.profile(combo.steps_per_round).items():
+        for op_type, seconds in side.profile(steps).items():
             sums[side][op_type] = sums[side].get(op_type, 0.0) + seconds
-    steps = 2 * combo.steps_per_round
-    return optrace.changed_ops(sums[a], steps, sums[b], steps, top)
+    return optrace.changed_ops(sums[a], 2 * steps, sums[b], 2 * steps, top)
