@@ -24,7 +24,7 @@ import pytest
 from scipy import stats
 
 from hpcnn.perf import baselines as baselines_lib
-from hpcnn.perf import explain, gate, paired, quality, sequential, stored, worker
+from hpcnn.perf import explain, gate, paired, quality, replay, sequential, stored, worker
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination, build_matrix
 from unit_tests.recorded import DATA, EIGHT_OCCASIONS, SLOW_SPELLS, TWO_DAYS_LATER
@@ -1038,7 +1038,7 @@ def _zen4_family(when, level):
     confirmation (these sessions recorded none: the same as after Holm)."""
     record = {"baselines": {"profile": ZEN4["profile"], "combinations": ZEN4["recorded"]},
               "sessions": {level: ZEN4[when][level]}}
-    return quality.judge_again(record)[level]
+    return replay.judge_again(record)[level]
 
 
 def test_holm_step_down_on_recorded_stored_sessions_fails_no_unchanged_one_and_catches_more_planted():
@@ -1073,7 +1073,7 @@ def test_the_live_stored_record_of_slow_spells_is_what_this_gate_decides_and_whe
     whose own MDS is below the plant's drop, is met on five combinations."""
     with open(SLOW_SPELLS) as f:
         record = json.load(f)
-    for level, sessions in quality.judge_again(record).items():
+    for level, sessions in replay.judge_again(record).items():
         assert len(sessions) == 20
         for alone, holm, _ in sessions:  # Holm's step-down keeps every failure at the combination's own level
             assert all(v.failed == (alone[k].failed or v.alpha > alone[k].alpha) for k, v in holm.items())
@@ -1087,7 +1087,7 @@ def test_the_live_stored_record_of_slow_spells_is_what_this_gate_decides_and_whe
     for i, k in ran:
         assert unchanged[i]["combinations"][k]["runner_speed"] < 0.9
         assert unchanged[i + 1]["combinations"][k]["verdict"] != gate.REGRESSION
-    now = quality.rejudged(record)
+    now = replay.rejudged(record)
     assert false_failures(now) == ran[1:] and quality.summarize_stored(now)["0.0"]["failed"] == 1
     planted = quality.summarize_stored(now)["0.25"]["per_combination"]
     below = [k for k, x in planted.items() if x["median_mds"] < 0.25]
@@ -1100,7 +1100,7 @@ def test_the_live_stored_record_of_slow_spells_is_what_this_gate_decides_and_whe
 
 
 def test_a_400_combination_matrix_of_unchanged_sessions_fails_no_more_than_alpha():
-    r = quality.simulate_stored(_baselines(), combinations=400, draws=400, alpha=0.01, seed=1)
+    r = replay.simulate_stored(_baselines(), combinations=400, draws=400, alpha=0.01, seed=1)
     assert r["failing_cases"] == 0 and r["rate"] <= 0.01
     assert r["parametric_rate"] <= 0.05  # 40 parametric matrices: 0.05 = 2 of 40
 
@@ -1288,11 +1288,11 @@ def _same_blocks(got, want):
 
 
 def test_paired_pairs_recorded_without_restarts_are_one_process_pair_block_per_comparison():
-    blocks = quality.process_pair_blocks(TWO_SESSIONS)
+    blocks = replay.process_pair_blocks(TWO_SESSIONS)
     key = "trivial-independent-NHWC-2dev-fp32-b32"
     runs = TWO_SESSIONS["combinations"][key]["0.0"]
     assert _same_blocks(blocks[key], [_log_ratios(x) for x in runs])
-    assert _same_blocks(quality.process_pair_blocks(TWO_SESSIONS, "0.1")[key],
+    assert _same_blocks(replay.process_pair_blocks(TWO_SESSIONS, "0.1")[key],
                         [_log_ratios(x) for x in TWO_SESSIONS["combinations"][key]["0.1"]])
 
 
@@ -1303,14 +1303,14 @@ def test_pairs_recorded_with_restarts_split_where_either_side_is_a_new_process()
     pids = [[11, 21]] * 2 + [[12, 21]] + [[13, 22]] * (n - 3)  # A restarted before pair 3, both before pair 4
     record = {"combinations": {key: {"0.0": [{**run, "pids": pids}]}}}
     d = _log_ratios(run)
-    assert _same_blocks(quality.process_pair_blocks(record)[key], [d[:2], d[2:3], d[3:]])
+    assert _same_blocks(replay.process_pair_blocks(record)[key], [d[:2], d[2:3], d[3:]])
 
 
 def test_a_drawn_comparison_is_made_of_whole_recorded_blocks():
     key = "trivial-independent-NHWC-2dev-fp32-b32"
-    blocks = [b[i:i + 4] for b in quality.process_pair_blocks(TWO_SESSIONS)[key] for i in range(0, len(b), 4)]
+    blocks = [b[i:i + 4] for b in replay.process_pair_blocks(TWO_SESSIONS)[key] for i in range(0, len(b), 4)]
     assert len(blocks) >= 3
-    out = quality.draw_blocks(blocks, 22, np.random.default_rng(3))
+    out = replay.draw_blocks(blocks, 22, np.random.default_rng(3))
     assert len(out) == 22
     pos, used = 0, set()
     while pos < len(out):  # every stretch is one block, in full except where the draw is cut at 22
@@ -1325,19 +1325,19 @@ def test_simulated_paired_matrices_keep_each_process_pairs_offset():
     """Recorded unchanged pairs, centred, plus an offset of +-4% per block of 4 pairs (a process pair): 20 pairs
     over 5 such blocks fail now and then (all 5 drawn below: 1 in 32); pairs drawn one by one mostly average it
     out (17 or more of 20 from below: about 1 in 750)."""
-    pairs = [x for b in quality.process_pair_blocks(TWO_SESSIONS)["trivial-independent-NHWC-2dev-fp32-b32"]
+    pairs = [x for b in replay.process_pair_blocks(TWO_SESSIONS)["trivial-independent-NHWC-2dev-fp32-b32"]
              for x in b]
     centre = float(np.median(pairs))
     noise = [0.2 * (x - centre) for x in pairs]  # a fifth of this combination's spread: the offset dominates
     blocks = [[noise[(4 * i + j) % len(noise)] + (0.04 if i % 2 else -0.04) for j in range(4)] for i in range(8)]
     schedule = sequential.Schedule(20, 4, 20, block=1)  # one look, pair by pair: every comparison runs its 5 blocks
-    kept = quality.simulate_paired({"x": blocks}, combinations=80, draws=20, schedule=schedule, seed=2)
-    single = quality.simulate_paired({"x": [[x] for b in blocks for x in b]}, combinations=80, draws=20,
+    kept = replay.simulate_paired({"x": blocks}, combinations=80, draws=20, schedule=schedule, seed=2)
+    single = replay.simulate_paired({"x": [[x] for b in blocks for x in b]}, combinations=80, draws=20,
                                      schedule=schedule, seed=2)
     assert kept["blocks"] == {"x": 8} and single["blocks"] == {"x": 32}
     assert single["rate"] <= 0.25 and kept["rate"] >= 0.5  # about 0.1 and 0.92 expected over 80 combinations
     with pytest.raises(ValueError, match="needs recorded pairs"):
-        quality.simulate_paired({"x": []})
+        replay.simulate_paired({"x": []})
 
 
 def test_the_blocked_test_is_not_fooled_by_process_pair_offsets_that_fool_the_pair_by_pair_test():
@@ -1345,12 +1345,12 @@ def test_the_blocked_test_is_not_fooled_by_process_pair_offsets_that_fool_the_pa
     over 48 pairs (12 process pairs) the test taking pairs one by one fails most matrices of 40 combinations,
     counting each process pair's 4 pairs as 4 signs; the test flipping process pairs whole fails about 1 in 100
     (exact: every pattern of block signs is equally likely here)."""
-    pairs = [x for b in quality.process_pair_blocks(TWO_SESSIONS)["trivial-independent-NHWC-2dev-fp32-b32"]
+    pairs = [x for b in replay.process_pair_blocks(TWO_SESSIONS)["trivial-independent-NHWC-2dev-fp32-b32"]
              for x in b]
     centre = float(np.median(pairs))
     noise = [0.2 * (x - centre) for x in pairs]
     blocks = [[noise[(4 * i + j) % len(noise)] + (0.04 if i % 2 else -0.04) for j in range(4)] for i in range(16)]
-    rates = {block: quality.simulate_paired({"x": blocks}, combinations=40, draws=20, seed=3,
+    rates = {block: replay.simulate_paired({"x": blocks}, combinations=40, draws=20, seed=3,
                                             schedule=sequential.Schedule(48, 4, 48, block=block))["rate"]
              for block in (1, 4)}
     assert rates[1] >= 0.5 and rates[4] <= 0.05, rates
@@ -1366,13 +1366,13 @@ def test_resampling_the_zen3_paired_record_shows_what_the_blocked_test_at_48_pai
         record = json.load(f)
     key = "tiny_resnet-replicated-NHWC-2dev-fp32-b32"
     record["combinations"] = {key: record["combinations"][key]}  # judged at the whole run's combination_alpha
-    ran = quality.paired_power(record, sequential.Schedule.recorded(record["schedule"]), draws=100)
-    now = quality.paired_power(record, sequential.Schedule(), draws=100)
+    ran = replay.paired_power(record, sequential.Schedule.recorded(record["schedule"]), draws=100)
+    now = replay.paired_power(record, sequential.Schedule(), draws=100)
     assert ran["0.05"][key]["flagged"] < 0.75 < 0.8 < now["0.05"][key]["flagged"]
     assert ran["0.1"][key]["flagged"] >= 0.95 and now["0.1"][key]["flagged"] >= 0.95
     assert now["0.0"][key]["flagged"] <= 0.03 and now["0.0"][key]["median_pairs"] == 48
     share = now["0.0"][key]["flagged"]
-    assert quality.power_table(now)[2].startswith(f"| {key} | {share:.2f} (48) | ")
+    assert replay.power_table(now)[2].startswith(f"| {key} | {share:.2f} (48) | ")
 
 
 def test_a_quality_measurement_tests_blocks_that_are_its_process_pairs():
@@ -1388,12 +1388,12 @@ def test_a_design_resamples_only_process_pairs_no_longer_than_the_records():
     one by one draw the record's process pairs whole; longer ones than recorded cannot be made."""
     record = {**TWO_SESSIONS, "restart_every": 4}
     key = "trivial-independent-NHWC-2dev-fp32-b32"
-    whole = quality.process_pair_blocks(record)[key]
-    assert _same_blocks(quality.design_blocks(record, sequential.Schedule(block=1))[key], whole)
-    cut = quality.design_blocks(record, sequential.Schedule())[key]
+    whole = replay.process_pair_blocks(record)[key]
+    assert _same_blocks(replay.design_blocks(record, sequential.Schedule(block=1))[key], whole)
+    cut = replay.design_blocks(record, sequential.Schedule())[key]
     assert max(len(b) for b in cut) == 2 and np.allclose(sum(cut, []), sum(whole, []))
     with pytest.raises(ValueError, match="process pairs of 8 cannot be resampled from them"):
-        quality.design_blocks(record, sequential.Schedule(block=8))
+        replay.design_blocks(record, sequential.Schedule(block=8))
 
 
 ZEN4_STORED = os.path.join(DATA, "zen4_stored_confirmed.json")  # shipped in baselines/quality until 2026-11-28
@@ -1427,7 +1427,7 @@ def _judged_again_as_it_ran(path, sessions_per_level=20, span_s=3600):
     its measurements, gets the verdict (after Holm and confirmation), ratio and level that ran: a record of a
     file this gate judges as the gate that ran it did. Returns the record."""
     record = _recorded(path, sessions_per_level, span_s)
-    again = quality.judge_again(record)
+    again = replay.judge_again(record)
     for level, sessions in record["sessions"].items():
         for session, judged in zip(sessions, again[level]):
             ran = session["combinations"]
@@ -1461,7 +1461,7 @@ def test_the_shipped_live_stored_record_with_confirmation_is_what_this_gate_deci
     record = _recorded(ZEN4_STORED)
     ran = quality.summarize_stored(record)
     assert ran["0.0"]["failed"] == 0 and ran["0.0"]["failed_first"] == 1  # one slow spell, cleared
-    summary = quality.summarize_stored(quality.rejudged(record))
+    summary = quality.summarize_stored(replay.rejudged(record))
     assert summary["0.0"]["failed"] == summary["0.0"]["failed_first"] == 0
     planted = summary["0.25"]["per_combination"]
     below = [k for k, x in planted.items() if x["median_mds"] < 0.25]
@@ -1498,7 +1498,7 @@ def test_the_zen4_live_stored_record_two_days_after_its_file_fails_no_unchanged_
     session = record["sessions"]["0.25"][2]["combinations"]
     alexnet = [v for k, v in session.items() if k.startswith("alexnet")]
     assert all(v["verdict"] == gate.UNCONFIRMED and v["confirm_ratio"] < 0.70 for v in alexnet)
-    now = quality.summarize_stored(quality.rejudged(record))
+    now = quality.summarize_stored(replay.rejudged(record))
     assert now["0.0"]["failed"] == 0 and now["0.0"]["failed_first"] == 1
     (bar,) = quality.stored_bars(now)
     assert bar.short == {"alexnet-parameter_server-NHWC-1dev-bf16-b16": (14, 15),
@@ -1535,14 +1535,14 @@ def test_the_zen3_live_stored_record_of_two_slow_spells_is_what_this_gate_decide
     confirmed = [(i, k) for i, s in enumerate(record["sessions"]["0.0"]) for k, v in s["combinations"].items()
                  if v["verdict"] == gate.REGRESSION]
     assert confirmed == [(0, "trivial-independent-NHWC-2dev-fp32-b32"), (22, "trivial-independent-NHWC-2dev-fp32-b32")]
-    against = quality.judged_against(record)
+    against = replay.judged_against(record)
     assert against.extra().occasions == 3 and 0.15 < against.extra().beta < 0.25
-    now = quality.rejudged(record)
+    now = replay.rejudged(record)
     assert 0.07 < math.sqrt(against.extra().spread) < 0.09
     assert quality.summarize_stored(now)["0.0"]["failed_first"] == 0
     assert min(v["ratio"] for s in now["sessions"]["0.0"] for v in s["combinations"].values()) > 0.73
     _without_spread(monkeypatch)
-    before = quality.rejudged(record)
+    before = replay.rejudged(record)
     first = [(i, k, round(v["ratio"], 3)) for i, s in enumerate(before["sessions"]["0.0"])
              for k, v in s["combinations"].items() if v["verdict"] in (gate.REGRESSION, gate.UNCONFIRMED)]
     assert first == [(21, "trivial-parameter_server-NHWC-1dev-fp32-b32", 0.780)]
@@ -1571,7 +1571,7 @@ def test_the_zen3_live_stored_record_on_another_vm_fails_tiny_resnet_once_as_thi
     assert all(per[k]["ratio_min"] > 1.05 for k in per if k.startswith(("trivial-replicated", "trivial-independent")))
     assert per["tiny_resnet-replicated-NHWC-2dev-fp32-b32"]["ratio_max"] < 0.95
     assert quality.bar_lines(quality.stored_bars(summary), 1, 20, "session")[0].endswith("NOT MET")
-    again = quality.rejudged(record)
+    again = replay.rejudged(record)
     assert [(i, k) for i, x in enumerate(again["sessions"]["0.0"]) for k, v in x["combinations"].items()
             if v["verdict"] in (gate.REGRESSION, gate.UNCONFIRMED)] == [(13, failed[0][1])]
     assert again["sessions"]["0.0"][13]["combinations"][failed[0][1]]["verdict"] == gate.REGRESSION
@@ -1607,17 +1607,17 @@ def test_a_zen3_file_holding_another_vms_sessions_clears_one_vm_and_fails_the_ot
     with open(ZEN3_SLOW_SPELLS) as f:
         spells = json.load(f)
     holding = _with_sessions_of(vm, spells)
-    assert 0.04 < quality.judged_against(holding).drift().sigma < 0.045
-    cleared = quality.summarize_stored(quality.rejudged(holding))["0.0"]
+    assert 0.04 < replay.judged_against(holding).drift().sigma < 0.045
+    cleared = quality.summarize_stored(replay.rejudged(holding))["0.0"]
     assert (cleared["failed"], cleared["failed_first"]) == (0, 1)
     backwards = _with_sessions_of(spells, vm, days_earlier=5)
-    against = quality.judged_against(backwards)
+    against = replay.judged_against(backwards)
     assert against.extra().occasions == 4 and against.extra().beta < 0 and 0.13 < math.sqrt(against.extra().spread)
-    failed = quality.summarize_stored(quality.rejudged(backwards))["0.0"]
+    failed = quality.summarize_stored(replay.rejudged(backwards))["0.0"]
     assert failed["failed"] == 9
     assert failed["per_combination"]["trivial-independent-NHWC-2dev-fp32-b32"]["failed"] == 9
     _without_spread(monkeypatch)
-    before = quality.summarize_stored(quality.rejudged(backwards))["0.0"]
+    before = quality.summarize_stored(replay.rejudged(backwards))["0.0"]
     assert before["failed"] == 22
     assert before["per_combination"]["trivial-independent-NHWC-2dev-fp32-b32"]["failed"] == 21
 
@@ -1643,7 +1643,7 @@ def test_the_zen4_live_stored_record_against_eight_occasions_fails_nothing_at_th
     failed = [(i, k) for i, x in enumerate(record["sessions"]["0.0"]) for k, v in x["combinations"].items()
               if v["verdict"] == gate.REGRESSION]
     assert failed == [(4, "tiny_resnet-replicated-NHWC-2dev-fp32-b32")]
-    again = quality.rejudged(record)
+    again = replay.rejudged(record)
     now = quality.summarize_stored(again)
     assert (now["0.0"]["failed"], now["0.0"]["failed_first"]) == (0, 1)
     assert again["sessions"]["0.0"][4]["combinations"][failed[0][1]]["verdict"] == gate.UNCONFIRMED
@@ -1677,7 +1677,7 @@ def test_the_zen4_live_stored_record_of_the_slope_across_occasions_meets_the_bar
     caught = {k: sum(s["combinations"][k]["verdict"] == gate.REGRESSION for s in record["sessions"]["0.25"])
               for k in bar.out_of_reach}
     assert sorted(caught.values()) == [16, 17, 18, 19]
-    again = quality.rejudged(record)
+    again = replay.rejudged(record)
     changed = [(level, i, k) for level in record["sessions"]
                for i, (s, x) in enumerate(zip(record["sessions"][level], again["sessions"][level]))
                for k, v in x["combinations"].items() if v["verdict"] != s["combinations"][k]["verdict"]]
@@ -1706,7 +1706,7 @@ def test_gate_quality_rejudge_prints_what_ran_beside_what_this_gate_decides(tmp_
     with open(out) as f:
         again = json.load(f)
     with open(ZEN3_SLOW_SPELLS) as f:
-        assert again == quality.rejudged(json.load(f))
+        assert again == replay.rejudged(json.load(f))
 
 
 def test_the_zen5_live_stored_record_fails_no_unchanged_session_and_catches_only_within_the_hour():

@@ -75,7 +75,7 @@ def test_stored_sessions_fail_on_a_planted_slowdown_and_gate_quality_records_eac
                                                                                        capsys):
     """Two rounds of gate-quality --mode=stored against the recording: each an unchanged and a planted session,
     a real ``pytest perf_tests`` run; the planted ones must fail the gate, with its message."""
-    from hpcnn.perf import cli, quality, stored
+    from hpcnn.perf import cli, quality, replay, stored
 
     recorded = baselines_in(tmp_path, recording)["sessions"][0]
     saved, lines, processes = [], [], []
@@ -114,7 +114,7 @@ def test_stored_sessions_fail_on_a_planted_slowdown_and_gate_quality_records_eac
     assert planted["per_combination"][COMBO]["failed"] == planted["per_combination"][COMBO]["failed_alone"] == 2
     # the record holds the file it was judged against, so this gate judges its sessions again as they ran
     assert record["baselines"]["combinations"][COMBO]["sessions"][0]["samples"] == recorded["samples"]
-    again = quality.judge_again(record)
+    again = replay.judge_again(record)
     assert [[judged.final[COMBO].verdict for judged in again[level]] for level in ("0.0", PLANT)] == [
         [s["combinations"][COMBO]["verdict"] for s in record["sessions"][level]] for level in ("0.0", PLANT)]
     for session in record["sessions"][PLANT] + record["sessions"]["0.0"]:

@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-from hpcnn.perf import baselines, gate, paired, quality, sequential, stored, yardstick
+from hpcnn.perf import baselines, gate, paired, quality, replay, sequential, stored, yardstick
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
 from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
@@ -344,7 +344,7 @@ def _finished_session(record, level, i, confirm_pause, broken=False):
     extra_info)."""
     import datetime
 
-    loaded = quality.judged_against(record)
+    loaded = replay.judged_against(record)
     session, later = record["sessions"][level][i], record["sessions"][level][i + 1]
     state = _perf_conftest().PerfSession(loaded.profile, "zen4", "zen4.json", loaded, False, "cpu", 2,
                                          judged=len(session["combinations"]), confirm_pause=confirm_pause)
@@ -375,7 +375,7 @@ def test_a_stored_failure_stands_only_if_a_re_measurement_at_the_session_end_fai
     with open(SLOW_SPELLS) as f:
         record = json.load(f)
     unchanged = record["sessions"]["0.0"]
-    first = quality.judge_again(record)  # this gate's first verdicts, after Holm's step-down
+    first = replay.judge_again(record)  # this gate's first verdicts, after Holm's step-down
     failing = [(i, k) for i, j in enumerate(first["0.0"]) for k, v in j.holm.items() if v.failed]
     assert len(failing) == 1
     for i, key in failing:

@@ -401,15 +401,16 @@ def cmd_gate_quality(args):
             _usage(str(e))
         print("\n".join(quality.stored_report(record["summary"])))
     else:
-        record = _simulate(args, quality)
+        record = _simulate(args)
     if args.json:
         jsonfile.write_atomically(args.json, record)
     return 0
 
 
 def _rejudged(path: str, quality) -> dict:
-    """``--rejudge``: the stored record at ``path`` judged again by this gate (``quality.rejudged``), its
+    """``--rejudge``: the stored record at ``path`` judged again by this gate (``replay.rejudged``), its
     report printed after what ran; refused in one line if it is not such a record."""
+    from hpcnn.perf import replay
     from hpcnn.perf.baselines import BaselineError
 
     try:
@@ -418,7 +419,7 @@ def _rejudged(path: str, quality) -> dict:
     except (OSError, ValueError) as e:
         _usage(f"--rejudge={path}: not a readable JSON record ({e})")
     try:
-        again = quality.rejudged(record)
+        again = replay.rejudged(record)
         ran, now = quality.summarize_stored(record), quality.summarize_stored(again)
     except (BaselineError, KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         _usage(f"--rejudge={path}: not a --mode=stored record of hpcnn-perf gate-quality "
@@ -461,8 +462,8 @@ def _check_resumable(args, quality, earlier, pid, combos, slowdowns, schedule) -
         _usage(f"--resume: {args.json}: {e}")
 
 
-def _simulate(args, quality):
-    from hpcnn.perf import baselines
+def _simulate(args):
+    from hpcnn.perf import baselines, replay
 
     if not args.baselines_file and not args.paired_json:
         _usage("--mode=simulate needs --baselines-file and/or --paired-json")
@@ -470,7 +471,7 @@ def _simulate(args, quality):
     if args.baselines_file:
         try:
             loaded = baselines.load(args.baselines_file)
-            record["stored"] = quality.simulate_stored(loaded, args.combinations, args.draws)
+            record["stored"] = replay.simulate_stored(loaded, args.combinations, args.draws)
         except (baselines.BaselineError, ValueError) as e:
             _usage(str(e))
         r = record["stored"]
@@ -483,10 +484,10 @@ def _simulate(args, quality):
             with open(args.paired_json) as f:
                 recorded = json.load(f)
             draws, schedule = max(20, args.draws // 5), _schedule(args, args.combinations)
-            record["paired"] = quality.simulate_paired(quality.design_blocks(recorded, schedule), args.combinations,
-                                                       draws, schedule, args.threshold,
-                                                       symmetric=not args.as_recorded)
-            record["paired"]["power"] = quality.paired_power(recorded, schedule, args.threshold, draws)
+            record["paired"] = replay.simulate_paired(replay.design_blocks(recorded, schedule), args.combinations,
+                                                      draws, schedule, args.threshold,
+                                                      symmetric=not args.as_recorded)
+            record["paired"]["power"] = replay.paired_power(recorded, schedule, args.threshold, draws)
         except OSError as e:
             _usage(f"--paired-json: cannot read {args.paired_json} ({e.strerror})")
         except (KeyError, TypeError, AttributeError) as e:
@@ -500,7 +501,7 @@ def _simulate(args, quality):
               f"{r['matrices_with_a_false_failure']} with a false failure, rate {r['rate']:.3f}")
         print(f"the record's own comparisons resampled by process-pair block, {draws} per cell, judged at most "
               f"{args.max_rounds} pairs at each combination's level (share flagged, median pairs):")
-        print("\n".join(quality.power_table(r["power"])))
+        print("\n".join(replay.power_table(r["power"])))
     return record
 
 
