@@ -18,6 +18,7 @@ import gc
 import json
 import os
 import sys
+import threading
 import time
 
 
@@ -28,18 +29,40 @@ import time
 DRAIN_STEPS = 6
 
 
+def _runnable_threads() -> int:
+    """How many of this process's other threads are running or waiting for a core (state R in Linux's
+    /proc; 0 where there is none). The caller's own thread is left out: it is running as it asks."""
+    own, count = str(threading.get_native_id()), 0
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return 0
+    for tid in (t for t in tids if t != own):
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                state = f.read().rpartition(")")[2].split()[0]  # after "pid (comm)", which may hold spaces
+        except (OSError, IndexError):  # a thread that ended meanwhile
+            continue
+        count += state == "R"
+    return count
+
+
 def settle(window_s: float = 0.05, busy: float = 0.05, limit_s: float = 10.0) -> float:
-    """Returns once this process has used under ``busy`` of one core for ``window_s``, or after ``limit_s``.
+    """Returns once this process has used under ``busy`` of one core for ``window_s`` and no other thread of it
+    is running or waiting to run, or after ``limit_s``.
 
     Between requests, an input pipeline keeps decoding until its prefetch buffers are full again; answering
     before then would time the other side while this one still computes (explain's input-only variant on
-    JPEG shards measured 7-9 ms a step after a quiet side and 34-48 ms after a busy one). Returns the wait.
+    JPEG shards measured 7-9 ms a step after a quiet side and 34-48 ms after a busy one). A thread waiting
+    for a core counts as busy: a pipeline starved by a neighbour's load uses little CPU, yet it has not
+    finished, only been paused (Linux's schedstat run delay cannot tell this: it is added only once the
+    thread runs). Returns the wait.
     """
     start = time.perf_counter()
     while time.perf_counter() - start < limit_s:
         cpu = time.process_time()
         time.sleep(window_s)
-        if time.process_time() - cpu < busy * window_s:
+        if time.process_time() - cpu < busy * window_s and not _runnable_threads():
             break
     return time.perf_counter() - start
 
