@@ -154,11 +154,13 @@ def test_op_changes_trace_a_paired_round_of_steps_a_b_b_a(combo, steps):
     log = []
     a = _ProfiledSide("A", {"Conv2D": 30.0, "Relu": 2.0}, log)
     b = _ProfiledSide("B", {"Conv2D": 30.0, "Relu": 5.0, "Mul": 1.0}, log)
-    rows = explain.op_changes(a, b, combo, {"data_dir": None}, top=2)
+    trace = explain.op_changes(a, b, combo, {"data_dir": None}, top=2)
     assert log == [("A", "rebuild", {"data_dir": None}), ("A", "run", max(3, steps // 3)),
                    ("B", "rebuild", {"data_dir": None}), ("B", "run", max(3, steps // 3)),
                    ("A", "profile", steps), ("B", "profile", steps), ("B", "profile", steps), ("A", "profile", steps)]
-    assert [(r.op_type, round(r.a_ms, 6), round(r.b_ms, 6)) for r in rows] == [("Relu", 2.0, 5.0), ("Mul", 0.0, 1.0)]
+    assert trace.steps_a_side == 2 * steps
+    assert [(r.op_type, round(r.a_ms, 6), round(r.b_ms, 6)) for r in trace.rows] == [("Relu", 2.0, 5.0),
+                                                                                       ("Mul", 0.0, 1.0)]
 
 
 def test_a_real_trace_sums_time_by_op_type():

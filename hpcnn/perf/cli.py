@@ -333,9 +333,9 @@ def cmd_explain(args):
     top = explain.culprit(changes)
     print(f"grew most: {top.stage}, {1e3 * top.change:+.2f} ms per step ({100 * top.change / top.a_step:+.1f}% "
           f"of A's step)" if top else "no stage grew significantly")
-    print(f"\nop types whose time changed most (TensorFlow profiler, {2 * paired.round_steps(combo)} steps a side):")
+    print(f"\nop types whose time changed most (TensorFlow profiler, {ops.steps_a_side} steps a side):")
     print(f"{'op type':36s} {'A ms':>8s} {'B ms':>8s} {'change':>8s} per step, share of op time")
-    for row in ops:
+    for row in ops.rows:
         print(row.describe())
     return 0
 

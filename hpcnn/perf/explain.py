@@ -155,8 +155,16 @@ def measure(a: paired.Side, b: paired.Side, combo: Combination, plan: Dict[str, 
     return out
 
 
+@dataclasses.dataclass(frozen=True)
+class OpTrace:
+    """The op types whose time per step changed most, and how many steps each side was traced for."""
+
+    steps_a_side: int
+    rows: List[optrace.OpChange]
+
+
 def op_changes(a: paired.Side, b: paired.Side, combo: Combination, step_overrides: dict, top: int = 8
-               ) -> List[optrace.OpChange]:
+               ) -> OpTrace:
     """Both sides rebuilt on the combination's own step, traced A B B A for a paired round's steps each
     (``paired.round_steps``: alexnet's 3-step smoke rounds are 10 steps here too, 20 a side in all); the op
     types whose time per step changed most."""
@@ -168,4 +176,4 @@ def op_changes(a: paired.Side, b: paired.Side, combo: Combination, step_override
     for side in (a, b, b, a):
         for op_type, seconds in side.profile(steps).items():
             sums[side][op_type] = sums[side].get(op_type, 0.0) + seconds
-    return optrace.changed_ops(sums[a], 2 * steps, sums[b], 2 * steps, top)
+    return OpTrace(2 * steps, optrace.changed_ops(sums[a], 2 * steps, sums[b], 2 * steps, top))
