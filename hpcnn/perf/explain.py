@@ -176,4 +176,5 @@ def op_changes(a: paired.Side, b: paired.Side, combo: Combination, step_override
     for side in (a, b, b, a):
         for op_type, seconds in side.profile(steps).items():
             sums[side][op_type] = sums[side].get(op_type, 0.0) + seconds
-    return OpTrace(2 * steps, optrace.changed_ops(sums[a], 2 * steps, sums[b], 2 * steps, top))
+    traced = 2 * steps  # a side's two traces
+    return OpTrace(traced, optrace.changed_ops(sums[a], traced, sums[b], traced, top))
