@@ -10,8 +10,10 @@ from hpcnn.data_tool import example, write_shards
 from hpcnn.models.layers import initial_value
 from hpcnn.model import Model
 
+# The checkout under test: subprocesses run here import its hpcnn
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The committed baselines files, one per profile
-SHIPPED_BASELINES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines")
+SHIPPED_BASELINES = os.path.join(REPO, "baselines")
 SHIPPED_BASELINES_FILES = sorted(f for f in os.listdir(SHIPPED_BASELINES) if f.endswith(".json"))
 
 

@@ -1,7 +1,6 @@
 """The CPU backend: hpcnn's choice per CPU class, forcing it, reporting it, and the backends agreeing."""
 
 import json
-import os
 import subprocess
 import sys
 
@@ -10,8 +9,7 @@ import pytest
 
 from hpcnn import backend, hardware
 from hpcnn.config import ConfigError
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from unit_tests.helpers import REPO
 
 # /proc/cpuinfo flags of the two VMs this project runs on, both "AMD EPYC" by model name.
 ZEN3 = set(

@@ -13,8 +13,7 @@ import pytest
 
 from hpcnn.perf import bisection
 from hpcnn.perf.bisection import BAD, GOOD, SKIP, BisectError, Step, Worktrees
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from unit_tests.helpers import REPO
 
 
 def _git(repo, *args):

@@ -28,7 +28,7 @@ from hpcnn.perf import explain, gate, paired, quality, replay, sequential, store
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.matrix import Combination, build_matrix
 from unit_tests.recorded import DATA, EIGHT_OCCASIONS, SLOW_SPELLS, TWO_DAYS_LATER
-from unit_tests.helpers import SHIPPED_BASELINES
+from unit_tests.helpers import REPO, SHIPPED_BASELINES
 
 
 def _load(name):
@@ -531,9 +531,8 @@ def test_a_pipeline_starved_by_a_neighbour_is_not_taken_for_a_quiet_one():
     import subprocess
     import sys
 
-    checkout = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(worker.__file__))))
-    out = subprocess.run([sys.executable, "-c", _STARVED], capture_output=True, text=True, timeout=60, check=True,
-                         env={**os.environ, "PYTHONPATH": checkout})
+    out = subprocess.run([sys.executable, "-c", _STARVED], cwd=REPO, capture_output=True, text=True, timeout=60,
+                         check=True)
     waited, blind = map(float, out.stdout.split())
     assert waited >= 1.0  # never quiet: the starved thread stays runnable, so settle waits to its limit
     assert blind < 1.0  # counting only the CPU it got, the starved thread looked quiet

@@ -12,8 +12,8 @@ from hpcnn.perf import gate, history, trend
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.report import format_markdown, investigate_commands
 from hpcnn.perf.stored import judge_sessions
+from unit_tests.helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROFILE = "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21"
 # the baselines this project shipped for its 2-core EPYC from 56d5f6f to 2ae3607: 8 smoke sessions, real drift
 RECORDED = os.path.join(REPO, "unit_tests", "data", "baselines_56d5f6f.json")

@@ -7,15 +7,14 @@ slow shared runner; the gate's sensitivity to small slowdowns is measured by
 """
 
 import json
-import os
 import statistics
 import subprocess
 import sys
 
 import pytest
 
+from unit_tests.helpers import REPO
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COMBO = "trivial-parameter_server-NHWC-1dev-fp32-b32"
 PLANT = "2.0"
 # A paired comparison cancels the runner's drift pair by pair: half a step more is unmistakable there (every pair
