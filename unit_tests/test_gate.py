@@ -1437,6 +1437,27 @@ def test_a_design_resamples_only_process_pairs_no_longer_than_the_records():
         replay.design_blocks(record, sequential.Schedule(block=8))
 
 
+
+def test_a_design_restarting_every_pair_draws_each_recorded_pair_as_a_process_pair_of_its_own():
+    """The Zen 4 record of process pairs of 2: restarting every pair, each recorded pair is a block of one (an
+    offset drawn afresh for every pair, as that design has); never restarting, the process pairs whole, as a
+    schedule of block 1 alone gives; a test whose blocks are not the design's process pairs is refused."""
+    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
+        record = json.load(f)
+    key = "alexnet-parameter_server-NHWC-1dev-fp32-b16"
+    whole = replay.process_pair_blocks(record, "0.05")[key]
+    assert {len(b) for b in whole} == {2}
+    each = replay.design_blocks(record, sequential.Schedule(block=1), "0.05", restart_every=1)[key]
+    assert _same_blocks(each, [[x] for b in whole for x in b])
+    for restart_every in (0, None):
+        got = replay.design_blocks(record, sequential.Schedule(block=1), "0.05", restart_every)[key]
+        assert _same_blocks(got, whole)
+    with pytest.raises(ValueError, match="the test's blocks must be the process pairs"):
+        replay.design_blocks(record, sequential.Schedule(block=2), restart_every=1)
+    record["combinations"] = {key: record["combinations"][key]}
+    power = replay.paired_power(record, sequential.Schedule(block=1), draws=40, restart_every=1)
+    assert power["0.1"][key]["flagged"] >= 0.9 and power["0.0"][key]["flagged"] <= 0.1
+
 ZEN4_STORED = os.path.join(DATA, "zen4_stored_confirmed.json")  # shipped in baselines/quality until 2026-11-28
 XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.stored.json")
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf

@@ -225,8 +225,10 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_resamples_th
     p = subprocess.run(simulate + ["--restart-every=0"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-2000:]
     assert "20 unchanged combinations x 20 matrices resampled from 2 recorded process-pair blocks" in p.stdout
-    assert "judged at most 48 pairs at each combination's level" in p.stdout  # and its own comparisons again
-    assert f"| {COMBO} | " in p.stdout
+    assert "judged at most 48 pairs, never restarting, at each combination's level" in p.stdout  # and its own
+    assert f"| {COMBO} | " in p.stdout  # comparisons again
+    p = subprocess.run(simulate + ["--restart-every=1"], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 2 and "process pairs of 1 cannot be resampled from them" in p.stderr, p.stderr[-2000:]
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):

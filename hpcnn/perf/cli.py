@@ -484,10 +484,11 @@ def _simulate(args):
             with open(args.paired_json) as f:
                 recorded = json.load(f)
             draws, schedule = max(20, args.draws // 5), _schedule(args, args.combinations)
-            record["paired"] = replay.simulate_paired(replay.design_blocks(recorded, schedule), args.combinations,
-                                                      draws, schedule, args.threshold,
+            blocks = replay.design_blocks(recorded, schedule, restart_every=args.restart_every)
+            record["paired"] = replay.simulate_paired(blocks, args.combinations, draws, schedule, args.threshold,
                                                       symmetric=not args.as_recorded)
-            record["paired"]["power"] = replay.paired_power(recorded, schedule, args.threshold, draws)
+            record["paired"]["power"] = replay.paired_power(recorded, schedule, args.threshold, draws,
+                                                            restart_every=args.restart_every)
         except OSError as e:
             _usage(f"--paired-json: cannot read {args.paired_json} ({e.strerror})")
         except (KeyError, TypeError, AttributeError) as e:
@@ -499,8 +500,9 @@ def _simulate(args):
               f"{sum(r['blocks'].values())} recorded process-pair blocks"
               f"{' as recorded' if args.as_recorded else ', each negated at random'}: "
               f"{r['matrices_with_a_false_failure']} with a false failure, rate {r['rate']:.3f}")
+        restarts = f"restarting every {args.restart_every}" if args.restart_every else "never restarting"
         print(f"the record's own comparisons resampled by process-pair block, {draws} per cell, judged at most "
-              f"{args.max_rounds} pairs at each combination's level (share flagged, median pairs):")
+              f"{args.max_rounds} pairs, {restarts}, at each combination's level (share flagged, median pairs):")
         print("\n".join(replay.power_table(r["power"])))
     return record
 

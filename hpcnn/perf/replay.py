@@ -177,15 +177,27 @@ def process_pair_blocks(record: dict, level: str = "0.0", size: int = 0) -> Dict
     return out
 
 
-def design_blocks(record: dict, schedule: sequential.Schedule, level: str = "0.0") -> Dict[str, List[List[float]]]:
-    """``process_pair_blocks`` as process pairs of ``schedule``'s design run them: pieces of ``schedule.block``
-    pairs; a schedule of block 1 (pairs taken as independent) keeps the record's own process pairs, which its
-    test ignores but the machine does not.
+def design_blocks(record: dict, schedule: sequential.Schedule, level: str = "0.0",
+                  restart_every: Optional[int] = None) -> Dict[str, List[List[float]]]:
+    """``process_pair_blocks`` as process pairs of a design run them: pieces of ``restart_every`` pairs, the
+    design's restarts. Restarting every pair (1), each recorded pair is a block of its own, whose offset is
+    then a draw from the record's process pairs, as each pair of that design has one of its own; never
+    restarting (0), the record's process pairs whole, the nearest a record of shorter ones comes to one
+    process pair per comparison. Without ``restart_every``, the schedule's: pieces of ``schedule.block``
+    pairs, and a schedule of block 1 (pairs taken as independent) keeps the record's own process pairs, which
+    its test ignores but the machine does not.
 
     Raises:
-      ValueError: the schedule's process pairs are longer than the record's.
+      ValueError: the design's process pairs are longer than the record's, or are not the test's blocks.
     """
-    ran, size = record.get("restart_every") or 0, schedule.block if schedule.block > 1 else 0
+    if restart_every is None:
+        size = schedule.block if schedule.block > 1 else 0
+    elif schedule.block != (restart_every or 1):
+        raise ValueError(f"the test's blocks must be the process pairs: a schedule of block {schedule.block} "
+                         f"with restarts every {restart_every} pairs")
+    else:
+        size = restart_every
+    ran = record.get("restart_every") or 0
     blocks = process_pair_blocks(record, level, size)
     if size and any(blocks.values()) and (not ran or size > ran):
         raise ValueError(f"the record's process pairs ran {ran or 'all'} pairs each; process pairs of "
@@ -220,18 +232,19 @@ def judge_resampled(blocks: Sequence[Sequence[float]], schedule: sequential.Sche
 
 
 def paired_power(record: dict, schedule: sequential.Schedule, threshold: float = gate.PAIRED_THRESHOLD,
-                 draws: int = 200, seed: int = 0) -> Dict[str, Dict[str, dict]]:
+                 draws: int = 200, seed: int = 0, restart_every: Optional[int] = None) -> Dict[str, Dict[str, dict]]:
     """{level: {combination: {"flagged": share, "median_pairs": n}}}: a paired quality record's comparisons at
     each level (unchanged and planted) resampled by process-pair block (``draw_blocks``) and judged again under
-    ``schedule``, each at the combination's own level of the run that recorded them (Holm's step-down can only
-    add catches, so a planted share is a floor). What another cap of pairs would have caught on this machine,
-    from pairs it measured, before a new design spends twenty runs to show it."""
+    ``schedule`` (process pairs of ``restart_every`` pairs: ``design_blocks``), each at the combination's own
+    level of the run that recorded them (Holm's step-down can only add catches, so a planted share is a floor).
+    What another cap of pairs, or other restarts, would have caught on this machine, from pairs it measured,
+    before a new design spends twenty runs to show it."""
     rng = np.random.default_rng(seed)
     each = record.get("combination_alpha") or gate.combination_alpha(gate.DEFAULT_ALPHA, len(record["combinations"]))
     out: Dict[str, Dict[str, dict]] = {}
     for level in record["levels"]:
         out[str(level)] = {}
-        for key, blocks in design_blocks(record, schedule, str(level)).items():
+        for key, blocks in design_blocks(record, schedule, str(level), restart_every).items():
             flagged, pairs = 0, []
             for _ in range(draws):
                 v, n = judge_resampled(blocks, schedule, threshold, each, rng)
