@@ -1437,7 +1437,6 @@ def test_a_design_resamples_only_process_pairs_no_longer_than_the_records():
         replay.design_blocks(record, sequential.Schedule(block=8))
 
 
-
 def test_a_design_restarting_every_pair_draws_each_recorded_pair_as_a_process_pair_of_its_own():
     """The Zen 4 record of process pairs of 2: restarting every pair, each recorded pair is a block of one (an
     offset drawn afresh for every pair, as that design has); never restarting, the process pairs whole, as a

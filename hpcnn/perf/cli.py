@@ -500,7 +500,8 @@ def _simulate(args):
               f"{sum(r['blocks'].values())} recorded process-pair blocks"
               f"{' as recorded' if args.as_recorded else ', each negated at random'}: "
               f"{r['matrices_with_a_false_failure']} with a false failure, rate {r['rate']:.3f}")
-        restarts = f"restarting every {args.restart_every}" if args.restart_every else "never restarting"
+        restarts = {0: "never restarting", 1: "restarting every pair"}.get(
+            args.restart_every, f"restarting every {args.restart_every} pairs")
         print(f"the record's own comparisons resampled by process-pair block, {draws} per cell, judged at most "
               f"{args.max_rounds} pairs, {restarts}, at each combination's level (share flagged, median pairs):")
         print("\n".join(replay.power_table(r["power"])))
