@@ -8,6 +8,7 @@ import pytest
 
 from hpcnn.cli import main, parse_config
 from hpcnn.config import ConfigError
+from unit_tests.helpers import SHIPPED_BASELINES
 
 
 def test_guide_flag_syntax_parses():
@@ -124,8 +125,8 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
     assert p.stderr.startswith("hpcnn: error: --model='nope'")
 
 
-PAIRED_RECORD = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "baselines", "quality",
-                             "three-step-rounds", "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")  # not stored
+PAIRED_RECORD = os.path.join(SHIPPED_BASELINES, "quality", "three-step-rounds",
+                             "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")  # not stored
 
 
 @pytest.mark.parametrize("argv,line", [

@@ -17,6 +17,8 @@ import itertools
 import json
 import math
 import os
+import subprocess
+import sys
 import time
 
 import numpy as np
@@ -164,7 +166,7 @@ def test_clearly_equal_sides_stop_at_the_first_look_with_an_interval():
     assert sequential.judge_pairs(*zip(*same[:8]), block=2).ci_high == math.inf
 
 
-QUALITY_RECORDS = os.path.join(os.path.dirname(os.path.dirname(DATA)), "baselines", "quality")
+QUALITY_RECORDS = os.path.join(SHIPPED_BASELINES, "quality")
 XEON_PAIRED = os.path.join(QUALITY_RECORDS, "equal-part-looks",
                            "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.paired.json")
 ZEN4_PAIRED = os.path.join(QUALITY_RECORDS, "per-process-plants",
@@ -528,9 +530,6 @@ finally:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads thread states from Linux's /proc")
 def test_a_pipeline_starved_by_a_neighbour_is_not_taken_for_a_quiet_one():
-    import subprocess
-    import sys
-
     out = subprocess.run([sys.executable, "-c", _STARVED], cwd=REPO, capture_output=True, text=True, timeout=60,
                          check=True)
     waited, blind = map(float, out.stdout.split())
@@ -1456,6 +1455,7 @@ def test_a_design_restarting_every_pair_draws_each_recorded_pair_as_a_process_pa
     record["combinations"] = {key: record["combinations"][key]}
     power = replay.paired_power(record, sequential.Schedule(block=1), draws=40, restart_every=1)
     assert power["0.1"][key]["flagged"] >= 0.9 and power["0.0"][key]["flagged"] <= 0.1
+
 
 ZEN4_STORED = os.path.join(DATA, "zen4_stored_confirmed.json")  # shipped in baselines/quality until 2026-11-28
 XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.stored.json")
