@@ -1,8 +1,22 @@
 """Where the recorded samples live that the gate's tests judge (no TensorFlow: the gate's tests run without it)."""
 
+import json
 import os
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
+_UNIT_TESTS = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(_UNIT_TESTS, "data")
+# the shipped records of `hpcnn-perf gate-quality` (baselines/README.md says what each is)
+QUALITY_RECORDS = os.path.join(os.path.dirname(_UNIT_TESTS), "baselines", "quality")
+THREE_STEP_ROUNDS = os.path.join(QUALITY_RECORDS, "three-step-rounds")  # the design before paired.round_steps
+PAIR_LEVEL_TEST = os.path.join(QUALITY_RECORDS, "pair-level-test")  # the design before blocks of process pairs
+
+
+def load(name):
+    """A recorded sample file of unit_tests/data, parsed."""
+    with open(os.path.join(DATA, name)) as f:
+        return json.load(f)
+
+
 # gate-quality --mode=stored on the Zen 4 runner, 07:57-09:07 on 2026-11-26, before failures were confirmed: two
 # unchanged sessions failed in slow spells of the runner
 SLOW_SPELLS = os.path.join(DATA, "zen4_stored_slow_spells.json")

@@ -197,7 +197,7 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_resamples_th
     from hpcnn.perf import sequential
 
     # Unchanged code alone (--slowdowns=0): a planted side is the same worker plumbing that compare's test
-    # catches, and the amount a later run plants is quality.planted_units' (test_gate).
+    # catches, and the amount a later run plants is quality.planted_units' (test_gate_paired).
     record = tmp_path / "q.json"
     p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", f"--only={COMBO}",
                         "--slowdowns=0", "--min-rounds=7", "--max-rounds=7", "--restart-every=0", "--runs=2",

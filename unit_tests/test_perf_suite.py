@@ -1,4 +1,4 @@
-"""The perf suite itself: profiles, baselines files, the matrix, paired worktrees (the gate: test_gate.py)."""
+"""The perf suite itself: profiles, baselines files, the matrix, paired worktrees (the gate: test_gate*.py)."""
 
 import dataclasses
 import json
