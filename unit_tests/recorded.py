@@ -10,13 +10,6 @@ QUALITY_RECORDS = os.path.join(os.path.dirname(_UNIT_TESTS), "baselines", "quali
 THREE_STEP_ROUNDS = os.path.join(QUALITY_RECORDS, "three-step-rounds")  # the design before paired.round_steps
 PAIR_LEVEL_TEST = os.path.join(QUALITY_RECORDS, "pair-level-test")  # the design before blocks of process pairs
 
-
-def load(name):
-    """A recorded sample file of unit_tests/data, parsed."""
-    with open(os.path.join(DATA, name)) as f:
-        return json.load(f)
-
-
 # gate-quality --mode=stored on the Zen 4 runner, 07:57-09:07 on 2026-11-26, before failures were confirmed: two
 # unchanged sessions failed in slow spells of the runner
 SLOW_SPELLS = os.path.join(DATA, "zen4_stored_slow_spells.json")
@@ -29,3 +22,9 @@ TWO_DAYS_LATER = os.path.join(DATA, "zen4_stored_two_days_later.json")
 # gate of d41542b): one unchanged session failed tiny_resnet, confirmed, the runner at 0.81x its recorded speed
 # (shipped in baselines/quality until the run of 13:57-15:03 that day, by the gate of the slope across occasions)
 EIGHT_OCCASIONS = os.path.join(DATA, "zen4_stored_eight_occasions.json")
+
+
+def load(name):
+    """A recorded sample file of unit_tests/data, parsed."""
+    with open(os.path.join(DATA, name)) as f:
+        return json.load(f)
