@@ -25,6 +25,6 @@ EIGHT_OCCASIONS = os.path.join(DATA, "zen4_stored_eight_occasions.json")
 
 
 def load(name):
-    """A recorded sample file of unit_tests/data, parsed."""
+    """A recorded sample, parsed: a file name in unit_tests/data, or the path of any record (a shipped one)."""
     with open(os.path.join(DATA, name)) as f:
         return json.load(f)

@@ -12,7 +12,6 @@ The paired gate's decisions are in test_gate_paired.py.
 import copy
 import dataclasses
 import datetime
-import json
 import math
 import os
 import statistics
@@ -617,8 +616,7 @@ def test_the_live_stored_record_of_slow_spells_is_what_this_gate_decides_and_whe
     confirmation clears both). Judged by this gate, at the steeper slope a new occasion is corrected at, one of
     them passes (trivial-replicated at 0.79x) and the other still fails at first; the bar, asked of each session
     whose own MDS is below the plant's drop, is met on five combinations."""
-    with open(SLOW_SPELLS) as f:
-        record = json.load(f)
+    record = load(SLOW_SPELLS)
     for level, sessions in replay.judge_again(record).items():
         assert len(sessions) == 20
         for alone, holm, _ in sessions:  # Holm's step-down keeps every failure at the combination's own level
@@ -742,8 +740,7 @@ def _recorded(path, sessions_per_level=20, span_s=3600):
     """A live stored record as it ran: its sessions per level, its unchanged ones spread over ``span_s``, and
     every first failure, none other, re-measured at least 60 s (the suite's default pause) after its first
     measurement. Returns the record."""
-    with open(path) as f:
-        record = json.load(f)
+    record = load(path)
     for level, sessions in record["sessions"].items():
         assert len(sessions) == sessions_per_level
         for session in sessions:
@@ -936,10 +933,8 @@ def test_a_zen3_file_holding_another_vms_sessions_clears_one_vm_and_fails_the_ot
     mean slope alone, as the gate was before it held that straying, 22 failed, trivial-independent in 21. The
     yardstick's slope measured on one VM mispredicts the next, so on this class a stored file does not yet hold
     the runners of a pool, and paired mode is the gate to use."""
-    with open(ZEN3_STORED) as f:
-        vm = json.load(f)
-    with open(ZEN3_SLOW_SPELLS) as f:
-        spells = json.load(f)
+    vm = load(ZEN3_STORED)
+    spells = load(ZEN3_SLOW_SPELLS)
     holding = _with_sessions_of(vm, spells)
     assert 0.04 < replay.judged_against(holding).drift().sigma < 0.045
     cleared = quality.summarize_stored(replay.rejudged(holding))["0.0"]
@@ -1037,10 +1032,8 @@ def test_gate_quality_rejudge_prints_what_ran_beside_what_this_gate_decides(tmp_
                          "judged again by this gate, from the same rounds:",
                          "planted   0%: 0/37 sessions failed"]
     assert lines[-1] == "unchanged: 0 of 37 sessions failed (the bar: none): met"
-    with open(out) as f:
-        again = json.load(f)
-    with open(ZEN3_SLOW_SPELLS) as f:
-        assert again == replay.rejudged(json.load(f))
+    again = load(out)
+    assert again == replay.rejudged(load(ZEN3_SLOW_SPELLS))
 
 
 def test_the_zen5_live_stored_record_fails_no_unchanged_session_and_catches_only_within_the_hour():
@@ -1161,13 +1154,12 @@ def test_a_quality_run_ends_with_its_table_and_the_bars():
     assert zen4[-3] == "the issue's bar, where a session's MDS was below the plant's drop in throughput:"
     assert zen4[-2] == "unchanged: 0 of 20 sessions failed (the bar: none): met"
     assert zen4[-1].startswith("planted 25% (throughput x0.800; the bar: 95%): met on 5 combination(s); out of reach")
-    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
-        zen3 = quality.paired_report(quality.summarize_paired(json.load(f)))
+    zen3 = quality.paired_report(quality.summarize_paired(
+        load(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))))
     assert zen3[0].startswith("planted   0%: 0/2 runs with a false failure, 0/12 comparisons failed")
     assert zen3[-2:] == ["planted 5% (throughput x0.952; the bar: 80%): met on 6 combination(s), at least 2 runs each",
                          "planted 10% (throughput x0.909; the bar: 95%): met on 6 combination(s), at least 2 runs each"]
-    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
-        zen4_paired = json.load(f)
+    zen4_paired = load(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     # every run had a catch at 5%, but alexnet bf16's three comparisons and three others were missed: the line
     # says both, so a flagged run is not read as a whole matrix caught
     five = quality.paired_report(quality.summarize_paired(zen4_paired))[1]

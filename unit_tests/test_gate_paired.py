@@ -8,7 +8,6 @@ baselines/quality: the shipped `hpcnn-perf gate-quality --mode=paired` records, 
 
 import glob
 import itertools
-import json
 import math
 import os
 import subprocess
@@ -145,8 +144,7 @@ def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_th
     """The six Xeon runs ran with equal parts, so no planted slowdown could stop before 16 pairs; with the
     early half on the looks at 12 and 16, the same recorded pairs catch what they caught, mostly at 12 pairs,
     and unchanged code still fails nowhere (every pair beyond a new stop was recorded, so the replay is exact)."""
-    with open(XEON_PAIRED) as f:
-        record = json.load(f)
+    record = load(XEON_PAIRED)
     ran, now = sequential.Schedule.recorded(record["schedule"]), _as_placed_now(record["schedule"])
     each, threshold = record["combination_alpha"], record["threshold"]
     stops = {s: {"ran": [], "now": []} for s in ("0.0", "0.05", "0.1")}
@@ -169,8 +167,7 @@ def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchange
     paths = sorted(glob.glob(os.path.join(QUALITY_RECORDS, "*", "*.paired.json")))
     runs = {}
     for path in paths:
-        with open(path) as f:
-            record = json.load(f)
+        record = load(path)
         schedule = _as_placed_now(record["schedule"])
         each = gate.combination_alpha(record["alpha"], len(record["combinations"]))
         ran = min(len(c["0.0"]) for c in record["combinations"].values())
@@ -198,8 +195,7 @@ def test_paired_records_replayed_through_their_recorded_schedule_reach_what_they
     paths = current + sorted(glob.glob(os.path.join(PAIR_LEVEL_TEST, "*.paired.json")))
     assert len(paths) >= 2  # the Zen 4 runs of 2026-11-28 and the Zen 3 runs of 2026-12-01 at least
     for path in paths:
-        with open(path) as f:
-            record = json.load(f)
+        record = load(path)
         schedule = sequential.Schedule.recorded(record["schedule"])
         assert (schedule == sequential.Schedule()) == (path in current)  # the current design's schedule
         each, threshold = record["combination_alpha"], record["threshold"]
@@ -214,8 +210,7 @@ def test_holm_step_down_over_a_recorded_paired_run_catches_what_one_combination_
     look), while the other combinations failed (in run 10 all but trivial-replicated, which Holm's 0.01/2 caught
     first). Holm's step-down then tests it at the full 0.01 and catches it. Among its run's unchanged
     comparisons, where nothing else failed, the same pairs still pass."""
-    with open(ZEN4_PAIRED) as f:
-        record = json.load(f)
+    record = load(ZEN4_PAIRED)
     schedule = sequential.Schedule.recorded(record["schedule"])
     threshold, combos = record["threshold"], record["combinations"]
     each = record["combination_alpha"]
@@ -518,8 +513,7 @@ TWO_SESSIONS = load("quality_two_sessions.json")  # gate-quality --only=trivial-
 def test_later_runs_of_a_quality_measurement_plant_the_amount_of_work_its_first_run_searched():
     """In the Xeon run of 03:40-04:37 each run still searched its own amount; a run now takes the first one's."""
     path = os.path.join(QUALITY_RECORDS, "per-run-plants", "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21.paired.json")
-    with open(path) as f:
-        record = json.load(f)
+    record = load(path)
     per = record["combinations"]["trivial-parameter_server-NHWC-1dev-fp32-b32"]
     assert [x["units"] for x in per["0.05"]] == [[2] * 5] and quality.planted_units(per) == {0.05: 2, 0.1: 4}
     assert quality.planted_units({"0.0": [], "0.05": [], "0.1": []}) == {}  # nothing run yet: the first run searches
@@ -689,8 +683,7 @@ def test_resampling_the_zen3_paired_record_shows_what_the_blocked_test_at_48_pai
     this design (process pairs of 2 flipped whole, at most 48): its planted 5% is caught about half the time as
     it ran (3 of its 6 runs) and nearly 9 times in 10 now, where its unchanged comparisons run to the cap and
     stay unflagged; its planted 10% is caught by either."""
-    with open(os.path.join(PAIR_LEVEL_TEST, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
-        record = json.load(f)
+    record = load(os.path.join(PAIR_LEVEL_TEST, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
     key = "tiny_resnet-replicated-NHWC-2dev-fp32-b32"
     record["combinations"] = {key: record["combinations"][key]}  # judged at the whole run's combination_alpha
     ran = replay.paired_power(record, sequential.Schedule.recorded(record["schedule"]), draws=100)
@@ -727,8 +720,7 @@ def test_a_design_restarting_every_pair_draws_each_recorded_pair_as_a_process_pa
     """The Zen 4 record of process pairs of 2: restarting every pair, each recorded pair is a block of one (an
     offset drawn afresh for every pair, as that design has); never restarting, the process pairs whole, as a
     schedule of block 1 alone gives; a test whose blocks are not the design's process pairs is refused."""
-    with open(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
-        record = json.load(f)
+    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     key = "alexnet-parameter_server-NHWC-1dev-fp32-b16"
     whole = replay.process_pair_blocks(record, "0.05")[key]
     assert {len(b) for b in whole} == {2}
@@ -748,16 +740,16 @@ def test_a_design_restarting_every_pair_draws_each_recorded_pair_as_a_process_pa
 def test_the_paired_bar_counts_runs_after_holm():
     """Zen 5's first paired run: 5% caught in 7/7, 10% missed on alexnet bf16, so that bar is not met; Zen 3's two
     runs meet both. Unchanged code failed nowhere."""
-    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
-        zen5 = quality.summarize_paired(json.load(f))
+    zen5 = quality.summarize_paired(
+        load(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.paired.json")))
     five, ten = quality.paired_bars(zen5)
     assert (five.level, five.met, ten.level, ten.met) == (0.05, True, 0.10, False)
     assert ten.judged["alexnet-parameter_server-NHWC-1dev-bf16-b16"] == (0, 1)
     lines = quality.bar_lines([five, ten], zen5["flagged"]["0.0"], zen5["runs"], "run")
     assert lines[0] == "unchanged: 0 of 1 runs failed (the bar: none): met"
     assert "at least 1 run each" in lines[1] and "short: alexnet-parameter_server-NHWC-1dev-bf16-b16 0/1" in lines[2]
-    with open(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")) as f:
-        zen3 = quality.summarize_paired(json.load(f))
+    zen3 = quality.summarize_paired(
+        load(os.path.join(THREE_STEP_ROUNDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")))
     assert [b.met for b in quality.paired_bars(zen3)] == [True, True]
 
 
@@ -765,8 +757,7 @@ def test_the_zen4_record_of_the_pair_level_test_meets_the_paired_bar_after_twent
     """The issue's paired bar judged on the shipped Zen 4 record of the design before blocks (runs of 2026-11-28 and
     29): no unchanged run failed, and after Holm's step-down a planted 5% was missed only in run 12 (tiny_resnet,
     alexnet fp32) and run 20 (trivial-parameter_server), so every combination meets 16/20 at 5% and 19/20 at 10%."""
-    with open(os.path.join(PAIR_LEVEL_TEST, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json")) as f:
-        record = json.load(f)
+    record = load(os.path.join(PAIR_LEVEL_TEST, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     summary = quality.summarize_paired(record)
     assert summary["runs"] == 20 and summary["flagged"]["0.0"] == 0
     five, ten = quality.paired_bars(summary)
