@@ -12,17 +12,16 @@ from hpcnn.perf import gate, history, trend
 from hpcnn.perf.baselines import Baselines
 from hpcnn.perf.report import format_markdown, investigate_commands
 from hpcnn.perf.stored import judge_sessions
-from unit_tests.helpers import REPO
+from unit_tests.recorded import load
 
 PROFILE = "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21"
 # the baselines this project shipped for its 2-core EPYC from 56d5f6f to 2ae3607: 8 smoke sessions, real drift
-RECORDED = os.path.join(REPO, "unit_tests", "data", "baselines_56d5f6f.json")
+RECORDED = "baselines_56d5f6f.json"
 
 
 def _recorded_rounds():
     """Per combination, the rounds of every session of a recorded baselines file (real noise)."""
-    with open(RECORDED) as f:
-        combos = json.load(f)["combinations"]
+    combos = load(RECORDED)["combinations"]
     return {key: [s["samples"] for s in c["sessions"]] for key, c in combos.items()}
 
 
@@ -198,8 +197,7 @@ def test_a_real_history_read_raw_shows_no_step_but_the_planted_ones():
 def _session_noise():
     """Each real session's deviation from the median of its commit's other four sessions (log images/sec):
     single sessions of a shared runner, heavy-tailed (one ran at 0.6x)."""
-    with open(YARDSTICK_HISTORY) as f:
-        runs = json.load(f)["runs"]
+    runs = load(YARDSTICK_HISTORY)["runs"]
     by = {}
     for run in runs:
         for key, c in run["combinations"].items():
@@ -224,15 +222,14 @@ def test_a_step_beside_a_small_dip_is_found_at_its_own_commit():
         assert [c.index for c in history.find_changes(_points(np.exp(y)))] == [200], seed
 
 
-YARDSTICK_HISTORY = os.path.join(REPO, "unit_tests", "data", "history_yardstick.json")
+YARDSTICK_HISTORY = "history_yardstick.json"
 PLANTED, REMOVED = "9eabfdf", "ea2c11b"  # its commits 8 and 11 of 13
 
 
 def _yardstick_history(tmp_path):
     """The real history of 13 commits x 5 sessions with the yardstick timed beside every round, as files
     of `pytest perf_tests --benchmark-json`, stored in a new database; returns the database's path."""
-    with open(YARDSTICK_HISTORY) as f:
-        recorded = json.load(f)
+    recorded = load(YARDSTICK_HISTORY)
     files = []
     for i, run in enumerate(recorded["runs"]):
         benches = [{"name": f"test_throughput[{key}]", "extra_info": {
