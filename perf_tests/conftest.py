@@ -13,7 +13,7 @@ import pytest
 
 from hpcnn import jsonfile
 from hpcnn.perf import baselines as baselines_lib
-from hpcnn.perf import gate, review
+from hpcnn.perf import gate, profile as profile_lib, review
 from hpcnn.perf.matrix import build_matrix
 from hpcnn.perf.profile import detect, differences, profile_id
 from hpcnn.perf.report import Row, format_markdown, format_table, investigate_commands
@@ -50,6 +50,7 @@ class PerfSession:
     available_devices: int
     judged: int = 0  # combinations this session judges against baselines: the family of the alpha split
     commit: Optional[str] = None  # the checkout's commit (read once): recorded with a session, named on failures
+    machine: Optional[str] = None  # this machine (``profile.machine_id``): recorded with a session, and judged by
     recorded: Dict[str, dict] = dataclasses.field(default_factory=dict)
     rows: List[Row] = dataclasses.field(default_factory=list)
     # seconds between a failing measurement and its confirming re-measurement; None: failures stand unconfirmed
@@ -85,7 +86,7 @@ class PerfSession:
                 x for x in (verdict.note, f"could not re-measure ({error}): it stands unconfirmed") if x))
             held.extra_info.update(confirm_error=error)
         else:
-            again = self.baselines.judge(key, samples, rates, gate.CONFIRM_ALPHA, now)
+            again = self.baselines.judge(key, samples, rates, gate.CONFIRM_ALPHA, now, self.machine)
             out = gate.confirm(verdict, again, pause)
             held.extra_info.update(verdict=out.verdict, confirm_images_per_sec_rounds=samples,
                                    confirm_yardstick_rates=rates, confirm_time=now.timestamp(),
@@ -186,7 +187,7 @@ def pytest_sessionstart(session):
     cpus = len(tf.config.list_logical_devices("CPU"))  # the root conftest's split
     update = config.getoption("--update-baselines")
     config._hpcnn_perf = PerfSession(profile, pid, path, loaded, update, "gpu" if gpus else "cpu", gpus or cpus,
-                                     commit=baselines_lib.current_commit(),
+                                     commit=baselines_lib.current_commit(), machine=profile_lib.machine_id(),
                                      confirm_pause=None if config.getoption("--no-confirm") else pause,
                                      plant_units=config._hpcnn_plant_units)
 

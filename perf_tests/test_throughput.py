@@ -69,7 +69,7 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
         benchmark.extra_info.update(planted_units=units, planted_searched=given is None)
 
     if s.update:
-        s.recorded[combo.key] = session_record(samples, s.commit, statistics.median(rates))
+        s.recorded[combo.key] = session_record(samples, s.commit, statistics.median(rates), s.machine)
         s.rows.append((combo.key, None, f"recorded: median {statistics.median(samples):.2f} images/sec"))
         return
     if not s.baselines.sessions(combo.key):
@@ -77,13 +77,13 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
         pytest.skip(f"no baseline for {combo.key} in {s.path}; record sessions on this runner with "
                     f"`pytest perf_tests --update-baselines --hardware-profile={s.profile_id}`")
     now = datetime.datetime.now(datetime.timezone.utc)
-    v = s.baselines.judge(combo.key, samples, rates, s.alpha, now)
+    v = s.baselines.judge(combo.key, samples, rates, s.alpha, now, s.machine)
     runner = s.baselines.runner(combo.key, statistics.median(rates))
     benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, p_slower=v.p_slower, alpha=v.alpha,
-                                runner_speed=runner and runner.speed)
+                                runner_speed=runner and runner.speed, machine=s.machine)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""
     s.rows.append((combo.key, v, note))
-    s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now), benchmark.extra_info,
-           lambda: measure(combo, s.device, rounds, yardstick, plant_units=units)[:2])
+    s.hold(combo.key, v, lambda level: s.baselines.judge(combo.key, samples, rates, level, now, s.machine),
+           benchmark.extra_info, lambda: measure(combo, s.device, rounds, yardstick, plant_units=units)[:2])
     if v.failed and s.confirm_pause is None:  # else the session's end re-measures it, and fails it if confirmed
         pytest.fail("\n".join(s.failure_lines(combo.key, v, request.config.getoption("--perf-matrix"))), pytrace=False)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from hpcnn.perf import baselines as baselines_lib
-from hpcnn.perf import gate, quality, replay, sequential, stored
+from hpcnn.perf import gate, quality, replay, review, sequential, stored
 from hpcnn.perf.baselines import Baselines
 from unit_tests.recorded import (DATA, EIGHT_OCCASIONS, QUALITY_RECORDS, SLOW_SPELLS,
                                  THREE_STEP_ROUNDS, TWO_DAYS_LATER, load)
@@ -733,6 +733,8 @@ XEON_STORED = os.path.join(QUALITY_RECORDS, "cpu-xeon-f6m207-avx512-bf16-onednn-
 XEON_ONE_OCCASION = os.path.join(DATA, "xeon_stored_one_occasion.json")  # shipped at 7a192bf
 ZEN3_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.stored.json")
 ZEN3_SLOW_SPELLS = os.path.join(DATA, "zen3_stored_two_slow_spells.json")  # in baselines/quality until 2026-12-01
+# gate-quality --mode=stored, unchanged code alone, on a third Zen 3 VM, 16:56-17:58 on 2026-12-03 (gate of e0d7d75)
+ZEN3_VM_OF_12_03 = os.path.join(DATA, "zen3_stored_vm_of_2026_12_03.json")
 ZEN5_STORED = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21.stored.json")
 
 
@@ -908,16 +910,16 @@ def test_the_zen3_live_stored_record_on_another_vm_fails_tiny_resnet_once_as_thi
     assert again["sessions"]["0.0"][13]["combinations"][failed[0][1]]["verdict"] == gate.REGRESSION
 
 
-def _with_sessions_of(record, other, days_earlier=0.0):
+def _with_sessions_of(record, other, days_earlier=0.0, machine=None):
     """``record`` whose baselines file also holds every unchanged session of the live record ``other`` (its
-    rounds and the median of its yardstick rates), dated as it ran ``days_earlier`` days before: a file that
-    holds another VM's occasions."""
+    rounds and the median of its yardstick rates), dated as it ran ``days_earlier`` days before, named as
+    recorded on ``machine`` (None: unnamed): a file that holds another VM's occasions."""
     out = copy.deepcopy(record)
     for session in other["sessions"]["0.0"]:
         date = datetime.datetime.fromtimestamp(session["start"] - days_earlier * 86400, datetime.timezone.utc)
         for key, v in session["combinations"].items():
             rate = statistics.median(v["yardstick_rates"])
-            recorded = baselines_lib.session_record(v["images_per_sec_rounds"], None, rate)
+            recorded = baselines_lib.session_record(v["images_per_sec_rounds"], None, rate, machine)
             recorded["date"] = date.isoformat(timespec="seconds")
             out["baselines"]["combinations"][key]["sessions"].append(recorded)
     return out
@@ -949,6 +951,101 @@ def test_a_zen3_file_holding_another_vms_sessions_clears_one_vm_and_fails_the_ot
     before = quality.summarize_stored(replay.rejudged(backwards))["0.0"]
     assert before["failed"] == 22
     assert before["per_combination"]["trivial-independent-NHWC-2dev-fp32-b32"]["failed"] == 21
+
+
+TINY_RESNET = "tiny_resnet-replicated-NHWC-2dev-fp32-b32"
+
+
+def _on_machine(record, machine):
+    """``record`` whose baselines file names ``machine`` as the machine of every session it holds."""
+    out = copy.deepcopy(record)
+    for c in out["baselines"]["combinations"].values():
+        for s in c["sessions"]:
+            s["machine"] = machine
+    return out
+
+
+def test_on_a_machine_the_file_does_not_hold_the_zen3_vm_of_2026_12_01_fails_no_session():
+    """The Zen 3 record of 2026-12-01 (a VM the shipped file had not seen; its sessions named no machine), judged
+    again as sessions of a machine the file does not hold: the gate adds the spread of one machine's offset
+    (``stored.ASSUMED_MACHINE``, 9.2%: set from this record's six median offsets and 2026-12-03's, so in sample
+    here) and no session fails, even at first, where tiny_resnet failed at 0.700 judged as on the file's machine.
+    The price is reach: every comparison's MDS is 45-55%, and each verdict says why and what to do instead."""
+    record = load(ZEN3_STORED)
+    again = replay.rejudged(record, machine="a-vm-the-file-does-not-hold")
+    summary = quality.summarize_stored(again)["0.0"]
+    assert (summary["failed"], summary["failed_first"]) == (0, 0)
+    mds = [v["mds"] for x in again["sessions"]["0.0"] for v in x["combinations"].values()]
+    assert 0.45 < min(mds) and max(mds) < 0.55
+    assert again["sessions"]["0.0"][13]["combinations"][TINY_RESNET]["ratio"] == pytest.approx(0.700, abs=0.0005)
+    against = replay.judged_against(record)
+    x = record["sessions"]["0.0"][13]["combinations"][TINY_RESNET]
+    now = datetime.datetime.fromtimestamp(record["sessions"]["0.0"][13]["start"], datetime.timezone.utc)
+    v = against.judge(TINY_RESNET, x["images_per_sec_rounds"], x["yardstick_rates"], x["alpha"], now, "another")
+    assert not v.failed and "a machine the baselines do not hold" in v.note and "9.2% apart per workload, assumed" \
+        in v.note
+    held = _on_machine(record, "another")  # the same file naming that machine: judged as it ran
+    assert replay.judged_against(held).judge(TINY_RESNET, x["images_per_sec_rounds"], x["yardstick_rates"],
+                                             x["alpha"], now, "another").failed
+    key = next(iter(against.combinations))
+    assert against.next_session_mds(key, 0.01, other_machine=True) > 0.3 > against.next_session_mds(key, 0.01)
+
+
+def test_the_zen3_vm_of_2026_12_03_judged_out_of_sample_as_a_machine_the_file_does_not_hold_fails_no_session():
+    """The Zen 3 record of 16:56-17:58 on 2026-12-03: unchanged code alone against the file as shipped, 20
+    sessions over 62 minutes on a third VM (runner at 0.32-1.33x its recorded speed), by the gate before machines
+    (e0d7d75): no session failed, most of them with the runner beyond its recorded speeds (MDS 35%). This VM sat
+    below the file where 2026-12-01's sat above it (medians 0.87-1.01 against 0.86-1.26). Judged as a machine the
+    file does not hold, at the spread set from 2026-12-01's VM alone (11% on 6 contrasts, before this record was
+    looked at), no session fails even at first; at the spread set from both VMs (9.2% on 12), none either."""
+    record = _recorded(ZEN3_VM_OF_12_03, span_s=60 * 60)
+    assert _recorded_days(record) == {"2026-11-24", "2026-11-25"}
+    ran = quality.summarize_stored(record)["0.0"]
+    assert (ran["failed"], ran["failed_first"]) == (0, 0)
+    speeds = [v["runner_speed"] for x in record["sessions"]["0.0"] for v in x["combinations"].values()]
+    assert 0.3 < min(speeds) < 0.35 and 1.3 < max(speeds) < 1.35
+    for sigma, df in ((0.11, 6), (stored.ASSUMED_MACHINE_SIGMA, stored.ASSUMED_MACHINE_DF)):
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(stored, "ASSUMED_MACHINE", stored.Drift(sigma, df))
+            again = quality.summarize_stored(replay.rejudged(record, machine="a-vm-the-file-does-not-hold"))
+            assert (again["0.0"]["failed"], again["0.0"]["failed_first"]) == (0, 0)
+
+
+def test_a_zen3_file_of_two_vms_measures_their_spread_and_judges_each_machine_as_the_file_holds_it():
+    """The shipped Zen 3 file (one VM, 2026-11-24 and -25) holding also the sessions of 2026-12-01's VM, each
+    named by its machine: it measures one machine's offset at 8.8% on 6 contrasts (moderated towards the assumed
+    9.2%), and 2026-12-03's VM, judged as a machine it does not hold, fails no session (MDS 41-58%); judged as if
+    the file were one machine, as a file whose sessions name none is, two sessions fail. A session of the file's
+    own VM is judged against that VM's sessions alone: as against the file without the other VM's."""
+    third = load(ZEN3_VM_OF_12_03)
+    two = _with_sessions_of(_on_machine(third, "file-vm"), load(ZEN3_STORED), machine="vm-2026-12-01")
+    other = replay.judged_against(two).other_machine()
+    assert other.machines == 2 and other.spread.measured_df == 6 and 0.087 < other.spread.sigma < 0.089
+    named = replay.rejudged(two, machine="vm-2026-12-03")
+    assert (quality.summarize_stored(named)["0.0"]["failed"], quality.summarize_stored(named)["0.0"]["failed_first"]) \
+        == (0, 0)
+    mds = [v["mds"] for x in named["sessions"]["0.0"] for v in x["combinations"].values()]
+    assert 0.41 < min(mds) and max(mds) < 0.58
+    assert quality.summarize_stored(replay.rejudged(two))["0.0"]["failed"] == 2
+    own = replay.rejudged(two, machine="file-vm")
+    alone = replay.rejudged(_on_machine(third, "file-vm"), machine="file-vm")
+    assert [[(v["ratio"], v["verdict"]) for v in x["combinations"].values()] for x in own["sessions"]["0.0"]] == \
+        [[(v["ratio"], v["verdict"]) for v in x["combinations"].values()] for x in alone["sessions"]["0.0"]]
+
+
+def test_review_backtests_an_occasion_of_a_machine_no_other_occasion_ran_on_as_a_machine_the_file_does_not_hold():
+    """``hpcnn-perf review`` on the shipped Zen 3 file holding also 2026-12-01's VM's 20 sessions: held out, that
+    VM's occasion is judged as a machine the rest does not hold, and none of its sessions fails even at first;
+    with sessions that name no machine, one fails at first (tiny_resnet, 0.700). The file's own three occasions
+    are judged against the rest of their machine's, as before."""
+    third = load(ZEN3_VM_OF_12_03)
+    for named, failed_first in ((True, 0), (False, 1)):
+        two = _with_sessions_of(_on_machine(third, "file-vm") if named else third, load(ZEN3_STORED),
+                                machine="vm-2026-12-01" if named else None)
+        held = review.backtest(replay.judged_against(two))
+        assert [len(h.alone) for h in held] == [6, 4, 4, 20] and [h.failed for h in held[:3]] == [0, 0, 0]
+        assert held[3].failed == failed_first and held[3].failed_confirmed == 0
+        assert min(held[3].ratios) == pytest.approx(0.700, abs=0.0005)
 
 
 def _against_the_eight_occasion_file(record):

@@ -13,6 +13,7 @@ import sys
 
 import pytest
 
+from hpcnn.perf.profile import machine_id
 from unit_tests.helpers import REPO
 
 COMBO = "trivial-parameter_server-NHWC-1dev-fp32-b32"
@@ -67,6 +68,7 @@ def test_a_session_without_a_baseline_passes_and_a_recording_saves_its_rounds(tm
     rates = bench["extra_info"]["yardstick_rates"]  # the runner's speed, timed before each round
     assert len(rates) == 5 and min(rates) > 0 and bench["extra_info"]["yardstick_version"] == 1
     assert saved["sessions"][-1]["yardstick"] == {"version": 1, "rate": statistics.median(rates)}
+    assert saved["sessions"][-1]["machine"] == machine_id()  # the machine it ran on: this one, as the child saw it
 
 
 @pytest.mark.slow

@@ -9,7 +9,8 @@ import pytest
 
 from hpcnn.perf import baselines, gate, paired, quality, replay, sequential, stored, yardstick
 from hpcnn.perf.matrix import build_matrix
-from hpcnn.perf.profile import differences, detect, gpu_fields, identity, parse_nvidia_smi, profile_id
+from hpcnn.perf.profile import (MACHINE_ENV, differences, detect, gpu_fields, identity, machine_id, parse_nvidia_smi,
+                                profile_id)
 from unit_tests.helpers import SHIPPED_BASELINES, SHIPPED_BASELINES_FILES
 from unit_tests.recorded import DATA, SLOW_SPELLS
 
@@ -79,6 +80,18 @@ def test_nvidia_smi_rows_become_the_gpu_fields():
     assert parse_nvidia_smi("") == [] and gpu_fields([], []) == {
         "gpu_model": None, "gpu_memory_gb": None, "gpu_compute_capability": None, "gpu_mig": False,
         "gpu_driver_major": None}
+
+
+def test_a_machine_is_named_by_its_owner_or_else_by_this_boot_of_it(tmp_path):
+    boot = tmp_path / "boot_id"
+    boot.write_text("6f8a448a-5550-480c-a4b1-20c6c6b27b6f\n")
+    by_boot = machine_id({}, str(boot))
+    assert by_boot.startswith("boot-") and len(by_boot) == 17 and "6f8a" not in by_boot  # a hash, not the id
+    assert machine_id({MACHINE_ENV: " "}, str(boot)) == by_boot  # blank: not a name
+    boot.write_text("0c1e2d3f-0000-4000-8000-000000000000\n")
+    assert machine_id({}, str(boot)) != by_boot  # rebooted: another machine, as a cloud VM may be
+    assert machine_id({MACHINE_ENV: "ci-runner-7"}, str(boot)) == "ci-runner-7"
+    assert machine_id({}, str(tmp_path / "absent")) is None
 
 
 def test_detected_profile_describes_this_machine():

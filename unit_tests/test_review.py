@@ -57,7 +57,9 @@ def test_a_file_of_one_raw_session_says_what_it_cannot_know(tmp_path):
     assert (r.sessions, r.slope, r.spread, r.mds_new_occasion, r.weak) == ([1], None, None, None, True)
     lines = review.format_review(b, path)
     assert "drift between occasions 5.0% (assumed: record another occasion)" in lines[1]
-    assert lines[4].split() == ["trivial", "1", "100", "raw", "?", "?!", "?", "5%"]
+    assert lines[2].startswith("sessions on 1 machine(s)") and lines[2].endswith(
+        "9.2% apart per workload (assumed: record sessions on another machine of this profile)")
+    assert lines[5].split() == ["trivial", "1", "100", "raw", "?", "?!", "?", "?!", "5%"]
 
 
 def _cli(*argv):

@@ -4,10 +4,11 @@ Schema 2::
 
     {"schema": 2, "profile": {...the whole profile it was recorded on...},
      "combinations": {KEY: {"sessions": [{"samples": [...], "median": M, "rounds": R,
-                                          "commit": SHA, "date": ISO,
+                                          "commit": SHA, "date": ISO, "machine": ID,
                                           "yardstick": {"version": V, "rate": STEPS_PER_SEC}}, ...],  # oldest first
                             "threshold": 0.05,          # optional, kept across refreshes
                             "mds": 0.07, "alpha": 0.0017,     # derived: for review, recomputed on save
+                            "mds_other_machine": 0.4,         #   (on a new occasion; and on a machine not held)
                             "slope": 0.31,                    # derived, where every session timed the yardstick:
                             "occasion_slope": 0.53}}}         #   within an occasion, and for a new occasion
 
@@ -22,6 +23,10 @@ combination has one of the current version, the gate judges that combination's
 throughput relative to it (``judged_sessions``, with the file's ``slope``), which
 cancels most of the whole-session drift that otherwise dominates the stored
 gate's noise. ``Baselines.judge`` is the stored gate for one combination.
+
+``machine`` (optional) names the machine the session ran on (``profile.machine_id``):
+a session is judged against its own machine's sessions where the file holds them,
+and with the spread between machines added where it does not (``stored.OtherMachine``).
 """
 
 from __future__ import annotations
@@ -49,10 +54,14 @@ class BaselineError(ValueError):
     """A baselines file is malformed; the message names the file and what is wrong."""
 
 
-def session_record(samples: Sequence[float], commit: Optional[str], yardstick_rate: Optional[float] = None) -> dict:
-    """One recorded session of one combination; ``yardstick_rate``: the yardstick's rate timed beside it."""
+def session_record(samples: Sequence[float], commit: Optional[str], yardstick_rate: Optional[float] = None,
+                   machine: Optional[str] = None) -> dict:
+    """One recorded session of one combination; ``yardstick_rate``: the yardstick's rate timed beside it;
+    ``machine``: the machine it ran on (``profile.machine_id``; None: unknown)."""
     record = {"samples": list(samples), "median": statistics.median(samples), "rounds": len(samples),
               "commit": commit, "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    if machine is not None:
+        record["machine"] = machine
     if yardstick_rate is not None:
         record["yardstick"] = {"version": yardstick.VERSION, "rate": yardstick_rate}
     return record
@@ -200,6 +209,33 @@ class Baselines:
         return stored.on_new_occasion([s.get("date") for s in self.combinations.get(key, {}).get("sessions", [])],
                                       now)
 
+    def machines(self, key: str) -> List[Optional[str]]:
+        """The machine each recorded session of ``key`` ran on (None where it names none), oldest first."""
+        return [s.get("machine") for s in self.combinations.get(key, {}).get("sessions", [])]
+
+    def of_machine(self, machine: str) -> "Baselines":
+        """The file as the sessions recorded on ``machine`` alone hold it (combinations without one dropped)."""
+        def own() -> Baselines:
+            combos = {}
+            for key, rec in self.combinations.items():
+                kept = [s for s in rec.get("sessions", []) if s.get("machine") == machine]
+                if kept:
+                    combos[key] = {**rec, "sessions": kept}
+            return Baselines(self.profile, combos)
+        return self._cached(("machine", machine), own)
+
+    def other_machine(self) -> stored.OtherMachine:
+        """What a session on a machine the file does not hold is judged with: the spread of a machine's offset
+        pooled over the combinations (``stored.pooled_machines``, at the slopes of a new occasion) and how many
+        machines the file's sessions ran on (sessions that name none count as one)."""
+        keys = list(self.combinations)
+
+        def compute() -> stored.OtherMachine:
+            spread = stored.pooled_machines([self.judged_sessions(k, True)[0] for k in keys],
+                                            [self.machines(k) for k in keys], self.drift(), self.prior(True))
+            return stored.OtherMachine(spread, max(1, len({m for k in keys for m in self.machines(k)})))
+        return self._cached("other_machine", compute)
+
     def last_commit(self, key: str) -> Optional[str]:
         """The commit of the newest session of ``key`` that recorded one, or None."""
         commits = [s.get("commit") for s in self.combinations.get(key, {}).get("sessions", [])]
@@ -220,27 +256,39 @@ class Baselines:
         return self._cached("drift", lambda: stored.pooled_drift(
             [self.judged_sessions(k, True)[0] for k in keys], [self.occasions(k) for k in keys], self.prior(True)))
 
-    def next_session_mds(self, key: str, alpha: float, new_occasion: bool = True) -> Optional[float]:
-        """The MDS of ``key``'s next session at ``alpha``, on a new occasion or within the hour of the newest one,
-        with the runner at the median of its recorded speeds (None: unknown)."""
+    def next_session_mds(self, key: str, alpha: float, new_occasion: bool = True,
+                         other_machine: bool = False) -> Optional[float]:
+        """The MDS of ``key``'s next session at ``alpha``, on a new occasion or within the hour of the newest one
+        (``other_machine``: on a new occasion of a machine the file does not hold), with the runner at the median
+        of its recorded speeds (None: unknown)."""
+        new_occasion = new_occasion or other_machine
         sessions, reference = self.judged_sessions(key, new_occasion)
         return stored.next_session_mds(sessions, self.prior(new_occasion), alpha, self.occasions(key),
                                        self.drift() if new_occasion else None,
-                                       self.runner(key, reference, new_occasion) if reference else None)
+                                       self.runner(key, reference, new_occasion) if reference else None,
+                                       self.other_machine() if other_machine else None)
 
     def judge(self, key: str, samples: Sequence[float], rates: Sequence[float] = (),
-              alpha: float = gate.DEFAULT_ALPHA, now: Optional[datetime.datetime] = None) -> gate.Verdict:
+              alpha: float = gate.DEFAULT_ALPHA, now: Optional[datetime.datetime] = None,
+              machine: Optional[str] = None) -> gate.Verdict:
         """The stored gate: this session's rounds of ``key`` (images/sec, and the yardstick rates timed beside
         them) against its recorded sessions, at level ``alpha``.
 
         On the yardstick where every recorded session and this one timed it; with the drift between occasions,
         and the slopes that hold across them, where ``now`` (default: now) is on another occasion than the newest
-        recorded one; at the combination's own threshold if the file sets one.
+        recorded one; at the combination's own threshold if the file sets one. ``machine``: the machine this
+        session runs on (None: unknown, judged as if the file held it): judged against that machine's own sessions
+        where the file holds them beside other machines', and on a new occasion with the spread between machines
+        added (``other_machine``) where it holds none of that machine's.
 
         Raises:
           ValueError: ``key`` has no recorded session, or a throughput is not positive.
         """
-        new = self.on_new_occasion(key, now)
+        held = self.machines(key)
+        if machine is not None and machine in held and any(m != machine for m in held):
+            return self.of_machine(machine).judge(key, samples, rates, alpha, now, machine)
+        other = self.other_machine() if machine is not None and machine not in held else None
+        new = other is not None or self.on_new_occasion(key, now)
         sessions, reference = self.judged_sessions(key, new)
         runner = self.runner(key, statistics.median(rates), new) if rates and reference else None
         if runner is None:
@@ -249,7 +297,7 @@ class Baselines:
             current = stored.on_yardstick(samples, statistics.median(rates), reference, runner.slope.beta)
         threshold = self.combinations.get(key, {}).get("threshold", gate.STORED_THRESHOLD)
         return stored.judge_sessions(sessions, current, threshold, alpha, self.prior(new), runner, self.occasions(key),
-                                     self.drift() if new else None)
+                                     self.drift() if new else None, other)
 
 
 def load(path: str) -> Baselines:
@@ -330,6 +378,7 @@ def save(path: str, profile: dict, new_sessions: Dict[str, dict], keep: int = DE
     for key, rec in result.combinations.items():
         rec["alpha"] = each
         rec["mds"] = result.next_session_mds(key, each)  # for a session on another day, as CI's are
+        rec["mds_other_machine"] = result.next_session_mds(key, each, other_machine=True)  # an ephemeral runner's
         rec.pop("slope", None)
         rec.pop("occasion_slope", None)
         if result.judged_sessions(key)[1]:

@@ -25,7 +25,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from typing import List
+from typing import List, Optional
 
 from hpcnn import jsonfile
 from hpcnn.config import ONEDNN
@@ -119,6 +119,9 @@ def _parser():
                    help="stored: judge the sessions of a --json record again with this gate, against the baselines "
                         "they were judged against, and print what ran beside what this gate decides (measures "
                         "nothing; --json writes the record as judged again)")
+    q.add_argument("--as-machine", metavar="ID",
+                   help="stored, with --rejudge: judge every session as run on machine ID (e.g. one the baselines "
+                        "do not hold, for a record whose sessions name none)")
     q.add_argument("--baselines-file", help="simulate: a baselines file with several sessions per combination")
     q.add_argument("--paired-json", help="simulate: a --mode=paired --json record to resample pairs from")
     q.add_argument("--combinations", type=int, default=400, help="simulate: size of the simulated matrix")
@@ -367,6 +370,9 @@ def cmd_gate_quality(args):
         _usage(f"--resume extends a --mode=paired record; --mode={args.mode} has none")
     if args.rejudge and args.mode != "stored":
         _usage(f"--rejudge judges a --mode=stored record again; --mode={args.mode} has none")
+    if args.as_machine is not None and not (args.rejudge and args.as_machine.strip()):
+        _usage(f"--as-machine={args.as_machine!r} names the machine of a --rejudge record's sessions; allowed: a "
+               "non-empty id, with --mode=stored --rejudge=RECORD")
     if args.mode == "paired":
         earlier = _resumed(args) if args.resume else None  # refused before TensorFlow loads if unreadable
         _schedule_shape(args)
@@ -384,7 +390,7 @@ def cmd_gate_quality(args):
                                         restart_every=args.restart_every)
         print("\n".join(quality.paired_report(record["summary"])))
     elif args.mode == "stored" and args.rejudge:
-        record = _rejudged(args.rejudge, quality)
+        record = _rejudged(args.rejudge, quality, args.as_machine)
     elif args.mode == "stored":
         if not args.baselines_dir:
             _usage("--mode=stored needs --baselines-dir (recorded with pytest perf_tests --update-baselines)")
@@ -407,9 +413,10 @@ def cmd_gate_quality(args):
     return 0
 
 
-def _rejudged(path: str, quality) -> dict:
-    """``--rejudge``: the stored record at ``path`` judged again by this gate (``replay.rejudged``), its
-    report printed after what ran; refused in one line if it is not such a record."""
+def _rejudged(path: str, quality, machine: Optional[str] = None) -> dict:
+    """``--rejudge``: the stored record at ``path`` judged again by this gate (``replay.rejudged``; each session
+    as run on ``machine`` where given), its report printed after what ran; refused in one line if it is not such
+    a record."""
     from hpcnn.perf import replay
     from hpcnn.perf.baselines import BaselineError
 
@@ -419,7 +426,7 @@ def _rejudged(path: str, quality) -> dict:
     except (OSError, ValueError) as e:
         _usage(f"--rejudge={path}: not a readable JSON record ({e})")
     try:
-        again = replay.rejudged(record)
+        again = replay.rejudged(record, machine)
         ran, now = quality.summarize_stored(record), quality.summarize_stored(again)
     except (BaselineError, KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         _usage(f"--rejudge={path}: not a --mode=stored record of hpcnn-perf gate-quality "

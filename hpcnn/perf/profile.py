@@ -8,10 +8,17 @@ runner the GPU model, memory, count, compute capability, MIG mode, driver major
 version, and the TensorFlow, CUDA and cuDNN versions. Every identity field shows
 in the id, and a baselines file recorded on one identity never judges another
 (``differences``).
+
+A profile names a kind of machine, not one machine: two VMs of one profile can run one
+workload 15-25% apart where another workload runs alike on both. ``machine_id`` names the
+one machine (``HPCNN_MACHINE_ID`` where its owner names it, else this boot of it), so
+that a baselines file knows which machines its sessions ran on.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import re
 import shutil
 import subprocess
@@ -78,6 +85,26 @@ def detect() -> dict:
     if p["gpu_count"]:
         p.update(gpu_fields(p["gpu_models"], _nvidia_smi()))
     return p
+
+
+MACHINE_ENV = "HPCNN_MACHINE_ID"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+
+
+def machine_id(env: Optional[Dict[str, str]] = None, boot_id_path: str = BOOT_ID) -> Optional[str]:
+    """This machine: ``$HPCNN_MACHINE_ID`` if set (a runner that keeps its identity across reboots), else a
+    short hash of this boot's id (a cloud VM is a new machine after it restarts: it may land on another host),
+    else None (unknown)."""
+    env = os.environ if env is None else env
+    named = env.get(MACHINE_ENV, "").strip()
+    if named:
+        return named
+    try:
+        with open(boot_id_path) as f:
+            boot = f.read().strip()
+    except OSError:
+        return None
+    return "boot-" + hashlib.sha256(boot.encode()).hexdigest()[:12] if boot else None
 
 
 def _major_minor(version: Optional[str]) -> Optional[str]:

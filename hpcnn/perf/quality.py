@@ -295,10 +295,10 @@ def gate_report(stdout: str) -> List[str]:
 
 # per combination of a session: the verdict, and the raw rounds and yardstick rates it came from, so that the
 # same real sessions can judge another gate design offline
-_KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "images_per_sec_rounds", "yardstick_rates",
-         "yardstick_version", "confirm_images_per_sec_rounds", "confirm_yardstick_rates", "confirm_time",
-         "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha", "confirm_error",
-         "planted_units", "planted_searched")
+_KEPT = ("verdict", "ratio", "mds", "p_slower", "alpha", "runner_speed", "machine", "images_per_sec_rounds",
+         "yardstick_rates", "yardstick_version", "confirm_images_per_sec_rounds", "confirm_yardstick_rates",
+         "confirm_time", "confirm_pause_s", "confirm_verdict", "confirm_ratio", "confirm_p_slower", "confirm_alpha",
+         "confirm_error", "planted_units", "planted_searched")
 
 
 def summarize_stored(record: dict) -> dict:

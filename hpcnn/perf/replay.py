@@ -41,11 +41,13 @@ def judged_against(record: dict) -> Baselines:
     return Baselines(record["baselines"]["profile"], record["baselines"]["combinations"])
 
 
-def judge_again(record: dict) -> Dict[str, List[Judged]]:
+def judge_again(record: dict, machine: Optional[str] = None) -> Dict[str, List[Judged]]:
     """Every session of a stored record judged again from its rounds by this gate, against the baselines it was
     judged against (the record's ``baselines``) and at the time it ran: {level: [``Judged``, one per session]}.
     A failure whose session re-measured it is confirmed or cleared by those rounds, judged at the time they ran;
-    one recorded without a re-measurement (confirmation off, or a record from before it) stands."""
+    one recorded without a re-measurement (confirmation off, or a record from before it) stands. Each
+    comparison on the machine it names (``machine`` in its rounds), or on ``machine`` where given (a record of
+    sessions that named none: what that machine's sessions are to the baselines), or unknown."""
     against = judged_against(record)
     out: Dict[str, List[Judged]] = {}
     for level, sessions in record["sessions"].items():
@@ -56,7 +58,7 @@ def judge_again(record: dict) -> Dict[str, List[Judged]]:
 
             def judge(key: str, alpha: float, rounds=rounds, now=now) -> gate.Verdict:
                 return against.judge(key, rounds[key]["images_per_sec_rounds"], rounds[key]["yardstick_rates"],
-                                     alpha, now=now)
+                                     alpha, now=now, machine=machine or rounds[key].get("machine"))
 
             own = gate.combination_alpha(gate.DEFAULT_ALPHA, len(rounds))
             alone = {key: judge(key, own) for key in rounds}
@@ -67,18 +69,18 @@ def judge_again(record: dict) -> Dict[str, List[Judged]]:
                 if v.failed and x.get("confirm_images_per_sec_rounds"):
                     when = datetime.datetime.fromtimestamp(x["confirm_time"], datetime.timezone.utc)
                     again = against.judge(key, x["confirm_images_per_sec_rounds"], x["confirm_yardstick_rates"],
-                                          gate.CONFIRM_ALPHA, now=when)
+                                          gate.CONFIRM_ALPHA, now=when, machine=machine or x.get("machine"))
                     final[key] = gate.confirm(v, again, x["confirm_pause_s"])
             out[level].append(Judged(alone, holm, final))
     return out
 
 
-def rejudged(record: dict) -> dict:
+def rejudged(record: dict, machine: Optional[str] = None) -> dict:
     """A stored record as this gate decides it (``judge_again``): a copy whose every comparison's verdict (after
     Holm and confirmation), ratio, level, p-value and MDS, and every session's ``failed``, are this gate's, so
     that ``summarize_stored`` tells what a change to the gate does to recorded sessions."""
     out = copy.deepcopy(record)
-    for level, judged in judge_again(record).items():
+    for level, judged in judge_again(record, machine).items():
         for session, j in zip(out["sessions"][level], judged):
             for key, rec in session["combinations"].items():
                 first, final = j.holm[key], j.final[key]

@@ -33,8 +33,9 @@ from hpcnn.perf.baselines import Baselines
 class Row:
     """One combination: sessions per occasion, images/sec (median of raw session medians), its slope on the
     yardstick within an occasion and for a session on a new occasion (None: judged raw), the spread of log
-    session level within an occasion, the MDS of a session on a new occasion and within the hour of the newest
-    one (None: unknown), and its threshold."""
+    session level within an occasion, the MDS of a session on a new occasion, within the hour of the newest
+    one, and on a new occasion of a machine the file does not hold (an ephemeral runner's; None: unknown), and
+    its threshold."""
 
     key: str
     sessions: List[int]
@@ -44,12 +45,18 @@ class Row:
     spread: Optional[float]
     mds_new_occasion: Optional[float]
     mds_within_hour: Optional[float]
+    mds_other_machine: Optional[float]
     threshold: float
 
     @property
     def weak(self) -> bool:
         """The MDS on a new occasion is above the threshold (or unknown): a drop of that size usually passes."""
         return self.mds_new_occasion is None or self.mds_new_occasion > self.threshold
+
+    @property
+    def weak_on_another_machine(self) -> bool:
+        """The MDS on a machine the file does not hold is above the threshold (or unknown)."""
+        return self.mds_other_machine is None or self.mds_other_machine > self.threshold
 
 
 def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
@@ -66,6 +73,7 @@ def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
                        b.slope(key).beta if reference else None,
                        b.slope(key, new_occasion=True).beta if reference else None, noise.sigma if noise else None,
                        b.next_session_mds(key, each), b.next_session_mds(key, each, new_occasion=False),
+                       b.next_session_mds(key, each, other_machine=True),
                        b.combinations[key].get("threshold", gate.STORED_THRESHOLD)))
     return out
 
@@ -136,7 +144,7 @@ def backtest(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[HeldOut]:
         def judge(key: str, level: float, i: int) -> gate.Verdict:
             s = held[key][i]
             rate = (s.get("yardstick") or {}).get("rate")
-            return rest.judge(key, s["samples"], [rate] if rate else [], level, now=now)
+            return rest.judge(key, s["samples"], [rate] if rate else [], level, now=now, machine=s.get("machine"))
 
         for i in range(max(len(h) for h in held.values())):
             present = [k for k in keys if i < len(held[k]) and rest.combinations[k]["sessions"]]
@@ -217,7 +225,7 @@ def format_review(b: Baselines, path: str, alpha: float = gate.DEFAULT_ALPHA) ->
     table = rows(b, alpha)
     dates = sorted(s["date"] for c in b.combinations.values() for s in c["sessions"] if s.get("date"))
     most = max(table, key=lambda r: sum(r.sessions))
-    drift, prior, slope, extra = b.drift(), b.prior(), b.slope(), b.extra()
+    drift, prior, slope, extra, other = b.drift(), b.prior(), b.slope(), b.extra(), b.other_machine()
     lines = [f"{path}: {len(table)} combination(s), up to {sum(most.sessions)} session(s) on "
              f"{len(most.sessions)} occasion(s)" + (f", {dates[0][:16]} to {dates[-1][:16]}" if dates else ""),
              f"each judged at alpha {gate.combination_alpha(alpha, len(table)):.2g} ({alpha:g} over {len(table)}) "
@@ -230,15 +238,21 @@ def format_review(b: Baselines, path: str, alpha: float = gate.DEFAULT_ALPHA) ->
                 if slope.sessions else "")
              + (f", {extra.beta:+.2f} for a new occasion (measured on {extra.occasions} occasions, moderated "
                 f"towards none; one occasion's own strays by {math.sqrt(extra.spread):.2f})"
-                if extra.occasions else "")]
+                if extra.occasions else ""),
+             f"sessions on {other.machines} machine(s) (unnamed sessions count as one); a machine the file does not "
+             f"hold is judged with machines {other.spread.sigma:.1%} apart per workload "
+             + (f"(measured on {other.spread.measured_df} contrast(s), moderated towards the assumed "
+                f"{stored.ASSUMED_MACHINE_SIGMA:.0%})" if other.spread.measured_df
+                else "(assumed: record sessions on another machine of this profile)")]
     width = max([len(r.key) for r in table] + [11])
     head = (f"{'combination':<{width}}  {'sessions':>10}  {'images/sec':>10}  {'slope':>9}  {'spread':>6}  "
-            f"{'MDS new occasion':>16}  {'MDS within hour':>15}  threshold")
+            f"{'MDS new occasion':>16}  {'MDS within hour':>15}  {'MDS new machine':>15}  threshold")
     lines += [head, "-" * len(head)]
     for r in table:
         lines.append(f"{r.key:<{width}}  {'+'.join(map(str, r.sessions)):>10}  {r.images_per_sec:10.4g}  "
                      f"{_slopes(r):>9}  {_pct(r.spread):>6}  "
-                     f"{_pct(r.mds_new_occasion, r.weak):>16}  {_pct(r.mds_within_hour):>15}  {r.threshold:.0%}")
+                     f"{_pct(r.mds_new_occasion, r.weak):>16}  {_pct(r.mds_within_hour):>15}  "
+                     f"{_pct(r.mds_other_machine, r.weak_on_another_machine):>15}  {r.threshold:.0%}")
     if any(r.weak for r in table):
         lines.append("MDS!: above the threshold (or unknown); a drop of the threshold's size usually passes there "
                      "(record sessions on more occasions, or gate it in paired mode: hpcnn-perf compare)")

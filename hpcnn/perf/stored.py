@@ -67,6 +67,17 @@ too (``Extra.spread``), and the interval widens with the runner's distance from
 its recorded speeds. Judged with the error of the mean alone, a Zen 3 file that
 held another VM's sessions failed 22 of 37 unchanged sessions of slow spells; with
 the scatter, 9.
+
+A profile names a kind of machine, and two machines of one kind differ per
+workload: on a Zen 3 VM the file had not seen, the trivial models ran 15-26% fast
+and tiny_resnet 14% slow against what the file predicted at that runner speed,
+where the file's three occasions on one VM drifted 3.8% apart. Sessions name their
+machine (``profile.machine_id``); a session on a machine the file holds is judged
+against that machine's sessions alone, and one on a machine it does not hold (or
+against a file whose sessions name none) is judged on a new occasion with a
+machine term added (``pooled_machines``): the spread of a machine's offset per
+combination, measured where the file holds two or more machines and moderated
+towards ``ASSUMED_MACHINE``, which stands alone until then.
 """
 
 from __future__ import annotations
@@ -114,6 +125,14 @@ MAX_SLOPE = 1.5
 # each occasion one cluster of evidence, and moderated towards none with this spread; below that it is none
 OCCASION_SLOPE_SD = 0.15
 OCCASION_SLOPE_OCCASIONS = 3
+# The spread of one machine's offset (log, per combination, beyond the drift between occasions) among machines
+# of one profile, before a file holds two machines, and the number of machine-combination contrasts it rests on.
+# Two Zen 3 VMs judged against a file recorded on a third (baselines/README.md): the six combinations' median
+# log-ratios had a mean square of 0.0231 on the VM of 2026-12-01 and 0.0106 on that of 2026-12-03, pooled
+# 0.0169, twice the variance of one machine's offset (0.092 squared). 0.11 on 6 contrasts, from the first VM
+# alone, judged the second out of sample first: it failed none of its 20 unchanged sessions
+ASSUMED_MACHINE_SIGMA = 0.092
+ASSUMED_MACHINE_DF = 12
 
 Sessions = Sequence[Sequence[float]]  # per recorded session, its rounds' images/sec
 
@@ -137,6 +156,21 @@ class Drift:
 
 
 ASSUMED_DRIFT = Drift(ASSUMED_DRIFT_SIGMA, ASSUMED_DRIFT_DF)
+ASSUMED_MACHINE = Drift(ASSUMED_MACHINE_SIGMA, ASSUMED_MACHINE_DF)
+
+
+@dataclasses.dataclass(frozen=True)
+class OtherMachine:
+    """A session on a machine the file holds no session of: the spread of a machine's offset (``spread``, a
+    ``Drift``: measured or assumed) and how many machines the file's sessions ran on (1 where they name none)."""
+
+    spread: Drift
+    machines: int = 1
+
+    @property
+    def var(self) -> float:
+        """The variance of the new machine's offset less the mean of the file's machines'."""
+        return self.spread.sigma ** 2 * (1 + 1 / self.machines)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -401,15 +435,43 @@ def pooled_drift(every_combination: Iterable[Sessions], every_occasion: Iterable
     Occasion means scatter by the drift plus the within-occasion spread over each occasion's sessions; that
     share (``within``) is taken out before pooling (a random-effects ANOVA, its estimate floored at 0).
     """
+    return _between(every_combination, every_occasion, within.sigma ** 2 if within else 0.0, ASSUMED_DRIFT)
+
+
+def pooled_machines(every_combination: Iterable[Sessions], every_machine: Iterable[Sequence[object]],
+                    drift: Drift, within: Optional[Noise]) -> Drift:
+    """The spread of a machine's offset: each combination's means over each machine's sessions, pooled over
+    combinations, moderated towards ``ASSUMED_MACHINE``; the assumption alone where no combination ran on two
+    machines (``every_machine``: each session's machine id, None where it names none, which counts as one).
+
+    A machine's mean scatters also by the drift and the spread within occasions; both are taken out as if each
+    session were an occasion of its own, which takes out less than they put there where a machine's sessions
+    share occasions: the conservative reading."""
+    member = drift.sigma ** 2 + (within.sigma ** 2 if within else 0.0)
+    groups = [_numbered(m) for m in every_machine]
+    return _between(every_combination, groups, member, ASSUMED_MACHINE)
+
+
+def _numbered(ids: Sequence[object]) -> List[int]:
+    """Ids (any hashable, None included) as group numbers in order of first appearance."""
+    seen: Dict[object, int] = {}
+    return [seen.setdefault(i, len(seen)) for i in ids]
+
+
+def _between(every_combination: Iterable[Sessions], every_group: Iterable[Sequence[int]], member_var: float,
+             prior: Drift) -> Drift:
+    """The spread of group offsets pooled over combinations: the scatter of each combination's group means of
+    log session levels, less what ``member_var`` (one session's variance within its group) puts there, floored at
+    0 and moderated towards ``prior``, counting each combination's groups less one as its degrees of freedom."""
     excess, df = 0.0, 0
-    w2 = within.sigma ** 2 if within else 0.0
-    for sessions, occasion in zip(every_combination, every_occasion):
-        means, counts = _occasion_means(sessions, occasion)
+    for sessions, group in zip(every_combination, every_group):
+        means, counts = _occasion_means(sessions, group)
         if len(means) >= 2:
-            excess += float(np.sum((means - means.mean()) ** 2)) - (len(means) - 1) * w2 * float(np.mean(1 / counts))
+            excess += float(np.sum((means - means.mean()) ** 2)) - (len(means) - 1) * member_var * float(
+                np.mean(1 / counts))
             df += len(means) - 1
-    var = (ASSUMED_DRIFT.df * ASSUMED_DRIFT.sigma ** 2 + max(0.0, excess)) / (ASSUMED_DRIFT.df + df)
-    return Drift(math.sqrt(var), ASSUMED_DRIFT.df + df, df)
+    var = (prior.df * prior.sigma ** 2 + max(0.0, excess)) / (prior.df + df)
+    return Drift(math.sqrt(var), prior.df + df, df)
 
 
 def moderated_noise(sessions: Sessions, prior: Optional[Noise],
@@ -425,7 +487,8 @@ def moderated_noise(sessions: Sessions, prior: Optional[Noise],
 
 
 def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence[int]], drift: Optional[Drift],
-                   runner: Optional[Runner] = None) -> Tuple[float, float, float]:
+                   runner: Optional[Runner] = None,
+                   other: Optional[OtherMachine] = None) -> Tuple[float, float, float]:
     """The level the next session is judged against (log), the standard error of that session's log-ratio to
     it, and the error's degrees of freedom (Welch-Satterthwaite).
 
@@ -433,7 +496,9 @@ def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence
     the drift. With ``drift`` None the next session shares the newest occasion (a session run within the hour of
     the recording): the level is that occasion's mean, and only the spread within it counts. With ``runner``,
     the slope's variance times the squared distance of the runner's log speed from the same mean of the
-    recorded sessions' log speeds is added: the yardstick's correction is surer close to where it was measured."""
+    recorded sessions' log speeds is added: the yardstick's correction is surer close to where it was measured.
+    With ``other`` (the session runs on a machine the file does not hold; ``drift`` must be given), that
+    machine's offset is added too."""
     groups = np.asarray(occasion if occasion is not None else [0] * len(sessions))
     ids = np.unique(groups)
     counts = np.array([np.sum(groups == g) for g in ids])
@@ -448,28 +513,32 @@ def _prediction_se(sessions: Sessions, noise: Noise, occasion: Optional[Sequence
     var_r = 0.0
     if runner is not None:
         var_r = runner.slope.var * (math.log(runner.speed) - float(weights @ np.log(runner.recorded))) ** 2
-    var = var_w + var_d + var_r
-    df = var ** 2 / (var_w ** 2 / noise.df + (var_d ** 2 / drift.df if drift else 0.0))
+    var_m = other.var if other is not None else 0.0
+    var = var_w + var_d + var_r + var_m
+    df = var ** 2 / (var_w ** 2 / noise.df + (var_d ** 2 / drift.df if drift else 0.0)
+                     + (var_m ** 2 / other.spread.df if other is not None else 0.0))
     return float(weights @ levels(sessions)), math.sqrt(var), df
 
 
 def next_session_mds(sessions: Sessions, prior: Optional[Noise], alpha: float,
                      occasion: Optional[Sequence[int]] = None, drift: Optional[Drift] = None,
-                     runner: Optional[Runner] = None) -> Optional[float]:
+                     runner: Optional[Runner] = None, other: Optional[OtherMachine] = None) -> Optional[float]:
     """The minimum detectable slowdown of the next session against ``sessions`` at ``alpha``; None if unknown.
 
     ``drift``: that session runs on a new occasion with this spread of occasion offsets; None: the same one.
-    ``runner``: where that session's runner stands on the yardstick."""
+    ``runner``: where that session's runner stands on the yardstick. ``other``: it runs on a machine the file
+    does not hold."""
     noise = moderated_noise(sessions, prior, occasion, runner.slope.fitted if runner else 0.0)
     if noise is None:
         return None
-    _, se, df = _prediction_se(sessions, noise, occasion, drift, runner)
+    _, se, df = _prediction_se(sessions, noise, occasion, drift, runner, other)
     return gate.mds(se, df, alpha)
 
 
 def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: float = gate.STORED_THRESHOLD,
                    alpha: float = gate.DEFAULT_ALPHA, prior: Optional[Noise] = None, runner: Optional[Runner] = None,
-                   occasion: Optional[Sequence[int]] = None, drift: Optional[Drift] = None) -> gate.Verdict:
+                   occasion: Optional[Sequence[int]] = None, drift: Optional[Drift] = None,
+                   other: Optional[OtherMachine] = None) -> gate.Verdict:
     """This session's rounds against the recorded ``sessions``, at level ``alpha``.
 
     ``runner``: where both are on the yardstick (``on_yardstick`` with ``runner.slope``),
@@ -482,6 +551,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     ``drift``: this session runs on a new occasion, whose offset has this spread;
     None: it shares the newest recorded occasion (a session run within the hour of it),
     and is judged against that occasion's sessions alone.
+    ``other``: this session runs on a machine none of ``sessions`` ran on (with ``drift``).
 
     Raises:
       ValueError: no recorded session, non-positive throughputs, or a runner whose recorded speeds do not
@@ -489,6 +559,8 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     """
     if not sessions or min(min(s) for s in sessions) <= 0 or min(current, default=0) <= 0:
         raise ValueError("judge_sessions() needs recorded sessions and positive throughputs")
+    if other is not None and drift is None:
+        raise ValueError("judge_sessions(): a session on another machine is on a new occasion: give its drift")
     if runner is not None and len(runner.recorded) != len(sessions):
         raise ValueError(f"judge_sessions(): {len(runner.recorded)} recorded runner speeds for {len(sessions)} "
                          "sessions")
@@ -498,7 +570,7 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
     if noise is None:
         v = _single_session(sessions[0], current, threshold, alpha)
         return dataclasses.replace(v, evidence=v.evidence + on)
-    level, se, df = _prediction_se(sessions, noise, occasion, drift, runner)
+    level, se, df = _prediction_se(sessions, noise, occasion, drift, runner, other)
     base, cur = math.exp(level), float(np.median(current))
     log_ratio = math.log(cur / base)
     score = log_ratio / se if se > 0 else math.copysign(math.inf, log_ratio)
@@ -512,6 +584,12 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
         notes.append(f"a new occasion: drift between occasions {drift.sigma:.1%} "
                      + ("assumed (record sessions on other days to measure this runner's)" if not drift.measured_df
                         else f"measured on {drift.measured_df} occasion contrast(s)"))
+    if other is not None:
+        m = other.spread
+        notes.append(f"a machine the baselines do not hold: machines of this profile sit {m.sigma:.1%} apart per "
+                     "workload, " + (f"measured on {m.measured_df} machine contrast(s)" if m.measured_df
+                                     else "assumed") + " (record sessions on this machine with --update-baselines, "
+                     "or compare in paired mode)")
     verdict, mds = gate.classify(ratio, p_slower, p_faster, threshold, alpha), gate.mds(se, df, alpha)
     if runner is not None and not _within_reach(runner.speed, runner.seen):
         bound = max(threshold, gate.WIDE_BOUND)
