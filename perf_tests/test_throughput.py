@@ -78,7 +78,7 @@ def test_throughput(benchmark, combo, perf_session, yardstick, request):
                     f"`pytest perf_tests --update-baselines --hardware-profile={s.profile_id}`")
     now = datetime.datetime.now(datetime.timezone.utc)
     v = s.baselines.judge(combo.key, samples, rates, s.alpha, now, s.machine)
-    runner = s.baselines.runner(combo.key, statistics.median(rates))
+    runner = s.baselines.judging(combo.key, s.machine).runner(combo.key, statistics.median(rates))
     benchmark.extra_info.update(verdict=v.verdict, ratio=v.ratio, mds=v.mds, p_slower=v.p_slower, alpha=v.alpha,
                                 runner_speed=runner and runner.speed, machine=s.machine)
     note = "refresh the baselines" if v.verdict == gate.IMPROVEMENT else ""

@@ -1019,8 +1019,11 @@ def test_a_zen3_file_of_two_vms_measures_their_spread_and_judges_each_machine_as
     own VM is judged against that VM's sessions alone: as against the file without the other VM's."""
     third = load(ZEN3_VM_OF_12_03)
     two = _with_sessions_of(_on_machine(third, "file-vm"), load(ZEN3_STORED), machine="vm-2026-12-01")
-    other = replay.judged_against(two).other_machine()
+    against = replay.judged_against(two)
+    other = against.other_machine()
     assert other.machines == 2 and other.spread.measured_df == 6 and 0.087 < other.spread.sigma < 0.089
+    assert against.judging(TINY_RESNET, "file-vm").machines(TINY_RESNET) == ["file-vm"] * 14
+    assert against.judging(TINY_RESNET, "vm-2026-12-03") is against is against.judging(TINY_RESNET, None)
     named = replay.rejudged(two, machine="vm-2026-12-03")
     assert (quality.summarize_stored(named)["0.0"]["failed"], quality.summarize_stored(named)["0.0"]["failed_first"]) \
         == (0, 0)

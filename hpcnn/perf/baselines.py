@@ -224,6 +224,14 @@ class Baselines:
             return Baselines(self.profile, combos)
         return self._cached(("machine", machine), own)
 
+    def judging(self, key: str, machine: Optional[str]) -> "Baselines":
+        """What judges a session of ``key`` on ``machine``: that machine's own sessions (``of_machine``) where the
+        file holds them beside other machines', else the whole file."""
+        held = self.machines(key)
+        if machine is not None and machine in held and any(m != machine for m in held):
+            return self.of_machine(machine)
+        return self
+
     def other_machine(self) -> stored.OtherMachine:
         """What a session on a machine the file does not hold is judged with: the spread of a machine's offset
         pooled over the combinations (``stored.pooled_machines``, at the slopes of a new occasion) and how many
@@ -284,10 +292,10 @@ class Baselines:
         Raises:
           ValueError: ``key`` has no recorded session, or a throughput is not positive.
         """
-        held = self.machines(key)
-        if machine is not None and machine in held and any(m != machine for m in held):
-            return self.of_machine(machine).judge(key, samples, rates, alpha, now, machine)
-        other = self.other_machine() if machine is not None and machine not in held else None
+        own = self.judging(key, machine)
+        if own is not self:
+            return own.judge(key, samples, rates, alpha, now, machine)
+        other = self.other_machine() if machine is not None and machine not in self.machines(key) else None
         new = other is not None or self.on_new_occasion(key, now)
         sessions, reference = self.judged_sessions(key, new)
         runner = self.runner(key, statistics.median(rates), new) if rates and reference else None
