@@ -103,6 +103,11 @@ class Schedule:
         return alpha * self.weights(alpha if level is None else level)[look]
 
 
+# Log-ratios closer than this are one value to the interval's search (last-bit differences between CPUs are
+# about 1e-18 on these log-ratios of a few percent)
+WALSH_TOLERANCE = 1e-12
+
+
 def smallest_p(pairs: int, block: int) -> float:
     """The smallest one-sided p-value ``signed_rank_p`` can give ``pairs`` pairs in blocks of ``block``: every
     block's sign one way, one chance in 2^blocks."""
@@ -175,14 +180,24 @@ def shift_interval(d: Sequence[float], block: int, confidence: float = 0.95) -> 
     """The shifts c of log-ratios ``d`` that the blocked test (``signed_rank_p``) of d - c rejects neither way
     at (1 - confidence) / 2: its interval, with ends among the Walsh averages (where the statistic changes),
     found by bisection. (-inf, inf) where even every block one way is not rejected at that level (fewer than
-    6 blocks at 95%: 2^-5 is above 2.5%)."""
+    6 blocks at 95%: 2^-5 is above 2.5%).
+
+    The test is asked between Walsh averages, never at one: at c = (d_i + d_j) / 2, |d_i - c| and |d_j - c|
+    tie in exact arithmetic and may or may not in floating point, and ``np.log`` differs in the last bit
+    between CPUs (AVX-512 machines take another code path), so asked there a look's interval, and whether it
+    stopped, could differ between CPU classes on the same recorded pairs. Walsh averages within
+    ``WALSH_TOLERANCE`` of each other count as one."""
     d = np.asarray(d, float)
     tail = (1 - confidence) / 2
     if smallest_p(len(d), block) >= tail:
         return -math.inf, math.inf
-    walsh = np.unique(_walsh(d))  # below the smallest, every value of d - c is above 0: rejected
-    low = _first(walsh, lambda c: signed_rank_p(d - c, block)[1] >= tail)
-    high = _first(walsh[::-1], lambda c: signed_rank_p(d - c, block)[0] >= tail)
+    walsh = _walsh(d)
+    walsh = walsh[np.r_[True, np.diff(walsh) > WALSH_TOLERANCE]]
+    if len(walsh) == 1:
+        return float(walsh[0]), float(walsh[0])
+    gaps = (walsh[:-1] + walsh[1:]) / 2  # below the smallest Walsh average every d - c is above 0: rejected
+    low = _first(gaps, lambda c: signed_rank_p(d - c, block)[1] >= tail)
+    high = _first(gaps[::-1], lambda c: signed_rank_p(d - c, block)[0] >= tail)
     return float(walsh[low]), float(walsh[::-1][high])
 
 
