@@ -991,6 +991,15 @@ def test_on_a_machine_the_file_does_not_hold_the_zen3_vm_of_2026_12_01_fails_no_
     assert against.next_session_mds(key, 0.01, other_machine=True) > 0.3 > against.next_session_mds(key, 0.01)
 
 
+def test_a_single_recorded_session_of_another_machine_says_so_beside_its_wide_bound():
+    key = "alexnet-parameter_server-NHWC-1dev-fp32-b16"
+    first, second = SESSIONS["combinations"][key][:2]
+    b = Baselines(SESSIONS["profile"], {key: {"sessions": [baselines_lib.session_record(first, None, None, "vm-a")]}})
+    there, here = b.judge(key, second, machine="vm-b"), b.judge(key, second, machine="vm-a")
+    assert there.mds == here.mds == gate.WIDE_BOUND and there.verdict == here.verdict
+    assert there.note == here.note + "; recorded on another machine (record sessions on this one)"
+
+
 def test_the_zen3_vm_of_2026_12_03_judged_out_of_sample_as_a_machine_the_file_does_not_hold_fails_no_session():
     """The Zen 3 record of 16:56-17:58 on 2026-12-03: unchanged code alone against the file as shipped, 20
     sessions over 62 minutes on a third VM (runner at 0.32-1.33x its recorded speed), by the gate before machines

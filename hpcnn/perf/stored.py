@@ -569,7 +569,8 @@ def judge_sessions(sessions: Sessions, current: Sequence[float], threshold: floa
                                     f"throughput following it to the power {runner.slope.beta:.2f})")
     if noise is None:
         v = _single_session(sessions[0], current, threshold, alpha)
-        return dataclasses.replace(v, evidence=v.evidence + on)
+        note = v.note + ("; recorded on another machine (record sessions on this one)" if other is not None else "")
+        return dataclasses.replace(v, evidence=v.evidence + on, note=note)
     level, se, df = _prediction_se(sessions, noise, occasion, drift, runner, other)
     base, cur = math.exp(level), float(np.median(current))
     log_ratio = math.log(cur / base)
