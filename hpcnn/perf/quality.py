@@ -61,12 +61,14 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
     twenty draws; inside a comparison both sides restart every ``restart_every`` pairs, as ``compare``'s
     do (``paired.pair_runner``). A planted slowdown is one code change through the whole measurement: the
     first run searches its amount of work and every later run plants the same (``planted_units``), each
-    process measuring its size afresh. ``save`` gets the record after every run, so an interrupted measurement
-    keeps the runs it finished.
+    process measuring its size afresh. ``save`` gets the record after every combination, so an interrupted
+    measurement keeps the comparisons it finished.
 
     ``resume``: a record of earlier sessions of the same measurement (``check_resumable``) that these runs
-    extend; a run of the smoke matrix at three levels costs about an hour on a 2-core CPU, so twenty
-    runs take more than one sitting.
+    extend; a run of the smoke matrix at three levels costs one to three hours on a 2-core CPU, so twenty
+    runs take many sittings and a run can be cut by the end of one. A resumed measurement first finishes the
+    run its record left unfinished, measuring only the combinations that run lacks (``next_run``): a run's
+    comparisons are judged together (Holm over its matrix), not when they were measured.
     """
     if schedule.block != (restart_every or 1):
         raise ValueError(f"the test's blocks must be the process pairs: schedule.block={schedule.block}, "
@@ -78,13 +80,18 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
         "combination_alpha": each,
         "sessions": [], "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
-    record["sessions"].append({"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos}})
+    this = {"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos},
+            "measured": {c.key: 0 for c in combos}}
+    record["sessions"].append(this)
+    first, _ = next_run(record)
     for run in range(runs):
         for combo in combos:
             per = record["combinations"][combo.key]
+            if len(per[str(levels[0])]) > first + run:  # measured before an earlier session was cut
+                continue
             started = time.perf_counter()
             a, sides = paired.open_sides(here, here, combo, device, levels, planted_units(per))
-            record["sessions"][session]["startup_s"][combo.key] += time.perf_counter() - started
+            this["startup_s"][combo.key] += time.perf_counter() - started
             try:
                 for s in interleaved(levels, run):
                     t0 = time.perf_counter()
@@ -97,13 +104,28 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
             finally:
                 for side in [a, *sides.values()]:
                     side.close()
-            log(f"run {run + 1} {combo.key}: " + ", ".join(
+            this["measured"][combo.key] += 1
+            log(f"run {first + run + 1} {combo.key}: " + ", ".join(
                 f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
                 f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
-        record["sessions"][session]["runs"] = run + 1
+            if save:
+                save(_summarized(record))
+        this["runs"] = run + 1
+    return _summarized(record)
+
+
+def next_run(record: dict) -> tuple:
+    """(the runs a paired quality record holds whole, the combinations it holds of the run after them): an
+    interrupted session leaves a run with some combinations measured, which ``--resume`` finishes."""
+    counts = {name: min(len(x) for x in per.values()) for name, per in record["combinations"].items()}
+    whole = min(counts.values(), default=0)
+    return whole, sorted(name for name, n in counts.items() if n > whole)
+
+
+def _summarized(record: dict) -> dict:
+    """``record`` with its ``summary`` of the whole runs it holds (none until its first run is whole)."""
+    if next_run(record)[0]:
         record["summary"] = summarize_paired(record)
-        if save:
-            save(record)
     return record
 
 
@@ -173,11 +195,23 @@ def summarize_paired(record: dict) -> dict:
                      "median_mds": statistics.median(x["mds"] for x in c[str(s)][:runs]),
                      "median_ratio": statistics.median(x["ratio"] for x in c[str(s)][:runs]),
                      "planted_measured": statistics.median(x["planted"] for x in c[str(s)][:runs])} for s in levels}
-    # seconds spent starting every combination's workers, per run (workers kept through a session: per session)
-    fresh = record.get("workers") == FRESH_WORKERS
-    out["startup_seconds"] = statistics.median(sum(x["startup_s"].values()) / (x["runs"] if fresh else 1)
-                                               for x in record["sessions"] if x["runs"])
+    out["startup_seconds"] = startup_per_run(record)
+    out["unfinished"] = next_run(record)[1]
     return out
+
+
+def startup_per_run(record: dict) -> float:
+    """Seconds spent starting the matrix's workers for one run: per combination, the median over sessions of
+    its start-up seconds per run it measured there (sessions before ``measured`` was kept: their whole runs;
+    workers kept through a session: once per session), summed over the combinations."""
+    fresh = record.get("workers") == FRESH_WORKERS
+    per: Dict[str, List[float]] = {}
+    for x in record["sessions"]:
+        measured = x.get("measured") or {name: x["runs"] for name in x["startup_s"]}
+        for name, seconds in x["startup_s"].items():
+            if measured.get(name):
+                per.setdefault(name, []).append(seconds / (measured[name] if fresh else 1))
+    return sum(statistics.median(v) for v in per.values())
 
 
 def family_failures(record: dict, runs: int) -> Dict[str, Dict[str, List[bool]]]:
@@ -442,6 +476,9 @@ def paired_report(summary: dict) -> List[str]:
                      f"{runs * len(summary['per_combination'])} comparisons {verb} ({summary['sessions']} "
                      f"session(s)); median run {summary['median_run_seconds'][s]:.0f} s, plus "
                      f"{summary['startup_seconds']:.0f} s starting each run's workers")
+    if summary.get("unfinished"):
+        lines.append(f"run {runs + 1} unfinished: {len(summary['unfinished'])} of {len(summary['per_combination'])} "
+                     f"combinations measured ({', '.join(summary['unfinished'])}); --resume finishes it first")
     return [*lines, "", "medians over the runs:", *paired_table(summary), "",
             "the issue's bar, after Holm's step-down:",
             *bar_lines(paired_bars(summary), summary["flagged"].get(str(0.0), 0), runs, "run")]
