@@ -8,8 +8,10 @@ baselines/quality: the shipped `hpcnn-perf gate-quality --mode=paired` records, 
 
 import glob
 import itertools
+import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -553,6 +555,49 @@ def test_a_resumed_quality_record_counts_the_runs_of_every_session():
                   "sessions": [{**TWO_SESSIONS["sessions"][0], "runs": 3}, TWO_SESSIONS["sessions"][1]]}
     per_run = [startups[0] / 3, startups[1]]  # fresh workers: a session's startup seconds are spread over its runs
     assert quality.summarize_paired(three_runs)["startup_seconds"] == pytest.approx(sum(per_run) / 2)
+
+
+def _cut(record: dict, runs: int, measured: int) -> dict:
+    """``record`` as a session cut after ``runs`` whole runs and ``measured`` combinations of the next left it:
+    each combination's comparisons at every level, as saved after each combination."""
+    cut = json.loads(json.dumps(record))
+    for i, per in enumerate(cut["combinations"].values()):
+        for level in per:
+            per[level] = per[level][:runs + (i < measured)]
+    return cut
+
+
+def test_a_run_cut_part_way_is_left_out_of_the_summary_and_named_for_resume_to_finish():
+    """Zen 4's eight runs, cut as if its eighth sitting had ended after three of the seven combinations."""
+    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    names = list(record["combinations"])
+    cut = _cut(record, 7, 3)
+    assert quality.next_run(cut) == (7, sorted(names[:3]))
+    assert quality.next_run(_cut(record, 7, 0)) == (7, []) and quality.next_run(record) == (8, [])
+    assert quality.next_run(_cut(record, 0, 2)) == (0, sorted(names[:2]))  # a first run cut: nothing whole yet
+    s, whole = quality.summarize_paired(cut), quality.summarize_paired(_cut(record, 7, 0))
+    assert s["runs"] == 7 and s["unfinished"] == sorted(names[:3])
+    assert {k: v for k, v in s.items() if k != "unfinished"} == {k: v for k, v in whole.items() if k != "unfinished"}
+    report = quality.paired_report(s)
+    assert f"run 8 unfinished: 3 of 7 combinations measured ({', '.join(sorted(names[:3]))}); --resume finishes " \
+        "it first" in report
+    assert not any("unfinished" in line for line in quality.paired_report(whole))
+
+
+def test_start_up_seconds_per_run_count_each_combination_by_the_runs_it_measured_in_each_session():
+    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    sessions = record["sessions"]  # one whole run each, before sessions counted what they measured
+    per = {name: statistics.median(x["startup_s"][name] for x in sessions) for name in record["combinations"]}
+    assert quality.startup_per_run(record) == pytest.approx(sum(per.values()))
+    # the eighth sitting cut after one combination, the ninth finishing the run: each combination's start-ups
+    # are counted once per run, whichever session measured them
+    first, *rest = record["combinations"]
+    cut = {name: (x if name == first else 0.0) for name, x in sessions[7]["startup_s"].items()}
+    finish = {name: (0.0 if name == first else x) for name, x in sessions[7]["startup_s"].items()}
+    split = {**record, "sessions": sessions[:7] + [
+        {**sessions[7], "runs": 0, "startup_s": cut, "measured": {n: int(n == first) for n in cut}},
+        {**sessions[7], "runs": 1, "startup_s": finish, "measured": {n: int(n != first) for n in finish}}]}
+    assert quality.startup_per_run(split) == pytest.approx(quality.startup_per_run(record))
 
 
 def test_the_quality_table_counts_false_failures_unchanged_and_catches_planted_over_the_record_runs():

@@ -7,9 +7,11 @@ slow shared runner; the gate's sensitivity to small slowdowns is measured by
 """
 
 import json
+import signal
 import statistics
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -231,6 +233,41 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_resamples_th
     assert f"| {COMBO} | " in p.stdout  # comparisons again
     p = subprocess.run(simulate + ["--restart-every=1"], cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "process pairs of 1 cannot be resampled from them" in p.stderr, p.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_a_paired_quality_run_cut_by_ctrl_c_keeps_its_finished_combinations_and_resume_measures_the_rest(tmp_path):
+    """A sitting that ends part way through a run: the record holds the combinations it finished, and
+    --resume finishes that run by measuring only the others (the three trivial combinations, unchanged only)."""
+    record = tmp_path / "q.json"
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", "--only=trivial-",
+           "--slowdowns=0", "--min-rounds=9", "--max-rounds=9", "--restart-every=0", "--runs=1", f"--json={record}"]
+    # started the way a sitting starts it, in the background with SIGINT ignored (what `nohup cmd &` gets from
+    # a shell), and cut with TERM, what `kill` sends: the command handles both as Ctrl-C
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    deadline = time.monotonic() + 600
+    while not record.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)  # the first combination is saved: cut the run inside the next
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert f"hpcnn-perf: interrupted: {record} keeps every combination measured; the same command with --resume " \
+        "finishes the run" in err
+    cut = json.loads(record.read_text())
+    done = sorted(k for k, per in cut["combinations"].items() if per["0.0"])
+    assert len(cut["combinations"]) == 3 and 1 <= len(done) < 3 and "summary" not in cut
+    assert cut["sessions"][0]["runs"] == 0 and sum(cut["sessions"][0]["measured"].values()) == len(done)
+    p = subprocess.run(cmd + ["--resume"], cwd=REPO, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-2000:]
+    r = json.loads(record.read_text())
+    assert r["summary"]["runs"] == 1 and r["summary"]["unfinished"] == [] and len(r["sessions"]) == 2
+    assert r["sessions"][1]["measured"] == {k: int(k not in done) for k in r["combinations"]}
+    for k, per in r["combinations"].items():
+        assert [x["session"] for x in per["0.0"]] == [0 if k in done else 1]
+        if k in done:
+            assert per["0.0"] == cut["combinations"][k]["0.0"]  # kept as measured before the cut
+    assert "planted   0%: " in p.stdout and "/1 runs with a false failure" in p.stdout
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):

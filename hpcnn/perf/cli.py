@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -385,9 +386,16 @@ def cmd_gate_quality(args):
         pid = profile_id(detect())
         if earlier is not None:
             _check_resumable(args, quality, earlier, pid, combos, slowdowns, schedule)
-        record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
-                                        gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
-                                        restart_every=args.restart_every)
+        _interruptible()
+        try:
+            record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
+                                            gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
+                                            restart_every=args.restart_every)
+        except KeyboardInterrupt:  # a sitting's end: what was saved is the measurement's, not lost
+            kept = (f"{args.json} keeps every combination measured; the same command with --resume finishes the "
+                    "run") if args.json else "nothing was kept (no --json)"
+            print(f"hpcnn-perf: interrupted: {kept}", file=sys.stderr)
+            return 130
         print("\n".join(quality.paired_report(record["summary"])))
     elif args.mode == "stored" and args.rejudge:
         record = _rejudged(args.rejudge, quality, args.as_machine)
@@ -411,6 +419,14 @@ def cmd_gate_quality(args):
     if args.json:
         jsonfile.write_atomically(args.json, record)
     return 0
+
+
+def _interruptible() -> None:
+    """Ctrl-C, ``kill -INT`` and ``kill`` (TERM) end the measurement as KeyboardInterrupt, whose handlers close the
+    workers and report what was saved: also when it was started in the background (``nohup ... &``), where the
+    shell leaves SIGINT ignored and a plain TERM would end it without closing its workers."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.default_int_handler)
 
 
 def _rejudged(path: str, quality, machine: Optional[str] = None) -> dict:

@@ -48,15 +48,19 @@ class Row:
     mds_other_machine: Optional[float]
     threshold: float
 
+    def _weak(self, mds: Optional[float]) -> bool:
+        """``mds`` is above the threshold (or unknown): a drop of the threshold's size usually passes."""
+        return mds is None or mds > self.threshold
+
     @property
     def weak(self) -> bool:
-        """The MDS on a new occasion is above the threshold (or unknown): a drop of that size usually passes."""
-        return self.mds_new_occasion is None or self.mds_new_occasion > self.threshold
+        """The MDS on a new occasion is weak (``_weak``)."""
+        return self._weak(self.mds_new_occasion)
 
     @property
     def weak_on_another_machine(self) -> bool:
-        """The MDS on a machine the file does not hold is above the threshold (or unknown)."""
-        return self.mds_other_machine is None or self.mds_other_machine > self.threshold
+        """The MDS on a machine the file does not hold is weak (``_weak``)."""
+        return self._weak(self.mds_other_machine)
 
 
 def rows(b: Baselines, alpha: float = gate.DEFAULT_ALPHA) -> List[Row]:
