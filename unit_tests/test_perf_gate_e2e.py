@@ -310,6 +310,7 @@ def test_a_plant_units_file_that_is_not_units_of_work_is_refused_before_anything
 @pytest.mark.slow
 def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survives_rebuild_and_restart():
     from hpcnn.perf import paired
+    from hpcnn.perf.bisection import first_error_line
     from hpcnn.perf.matrix import build_matrix
 
     combo = next(c for c in build_matrix("smoke") if c.key == COMBO)
@@ -335,6 +336,10 @@ def test_a_paired_worker_rebuilds_a_fresh_benchmark_and_a_planted_slowdown_survi
         assert planted.planted_fraction == measured > 1.0
         slowed = sorted(planted.run(9))[4] / sorted(plain.run(9))[4]
         assert slowed > 1.5, slowed
+        # a worker that does not answer in time: the error's line says so, not the last thing it logged
+        with pytest.raises(paired.WorkerError) as timed_out:
+            planted.run(200, timeout_s=0.5)
+        assert first_error_line(timed_out.value) == "perf worker gave no answer in 0.5 s"
         # two sides that time nothing while starting restart at once: new processes, fresh weights
         other = paired.Side(REPO, combo, "cpu", paired.warmup_steps_for(combo))
         pids = [plain.pids[-1], other.pids[-1]]

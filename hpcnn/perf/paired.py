@@ -46,6 +46,10 @@ from hpcnn.stats import interleaved, throughput
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
 READY_TIMEOUT_S = 900
+# ... and for a side's first process that sizes its planted slowdown before it is ready (``measures_while_starting``):
+# the search alternates up to slowdown.SEARCH_CAP chunk pairs per try, one step a chunk on alexnet, whose step on a
+# Zen 3 CPU is seconds: its first Zen 3 search ran past 900 s (2026-12-03). Bounded by the search itself.
+PLANT_READY_TIMEOUT_S = 7200
 
 
 class WorkerError(RuntimeError):
@@ -92,7 +96,7 @@ class Side:
         self.pids.append(self.proc.pid)
 
     def _await_ready(self) -> None:
-        ready = self._read(READY_TIMEOUT_S)  # built and warmed up
+        ready = self._read(PLANT_READY_TIMEOUT_S if self.measures_while_starting else READY_TIMEOUT_S)  # warmed up
         if "planted_fraction" in ready:
             self._planted.append(ready["planted_fraction"])
         if "planted_units" in ready:  # a restart plants the same work: one code change, not a fresh draw, and
@@ -145,14 +149,18 @@ class Side:
         ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
-            self._fail("gave no answer in time" if not ready else "exited")
+            if not ready:  # its stderr's last line is whatever it logged before: the timeout is the error
+                self._fail(f"gave no answer in {timeout_s:g} s", last=True)
+            self._fail("exited")
         return json.loads(line)
 
-    def _fail(self, what: str) -> NoReturn:
+    def _fail(self, what: str, last: bool = False) -> NoReturn:
+        """Raises WorkerError with the worker's stderr tail; ``what`` after it where ``last`` (the line that
+        ``bisection.first_error_line`` shows), else before it (the tail ends with the worker's own exception)."""
         self.stderr.seek(0)
         tail = self.stderr.read()[-2000:]
         self.close()
-        raise WorkerError(f"perf worker {what}: {tail}", side=self)
+        raise WorkerError(f"{tail}\nperf worker {what}" if last else f"perf worker {what}: {tail}", side=self)
 
     def close(self):
         """Ends the worker (closing its stdin), killing it if it does not exit within 30 s; closes its pipes."""
