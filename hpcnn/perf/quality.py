@@ -178,7 +178,7 @@ def summarize_paired(record: dict) -> dict:
     """
     combos = record["combinations"]
     levels = record["levels"]
-    runs = min(len(c[str(s)]) for c in combos.values() for s in levels)
+    runs, unfinished = next_run(record)
     failures = family_failures(record, runs)
     out = {"runs": runs, "sessions": len(record["sessions"]), "flagged": {}, "per_combination": {},
            "median_run_seconds": {}}
@@ -196,7 +196,7 @@ def summarize_paired(record: dict) -> dict:
                      "median_ratio": statistics.median(x["ratio"] for x in c[str(s)][:runs]),
                      "planted_measured": statistics.median(x["planted"] for x in c[str(s)][:runs])} for s in levels}
     out["startup_seconds"] = startup_per_run(record)
-    out["unfinished"] = next_run(record)[1]
+    out["unfinished"] = unfinished
     return out
 
 
