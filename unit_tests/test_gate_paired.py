@@ -584,6 +584,19 @@ def test_a_run_cut_part_way_is_left_out_of_the_summary_and_named_for_resume_to_f
     assert not any("unfinished" in line for line in quality.paired_report(whole))
 
 
+@pytest.mark.parametrize("path, saved, resumed, says", [
+    ("q.json", 2, False, "q.json keeps the 2 combination(s) this session measured; the same command with --resume "
+                         "finishes the run"),
+    ("q.json", 0, True, "no combination finished; q.json is as it was, and the same command with --resume goes on"),
+    ("q.json", 0, False, "no combination finished, so q.json was not written; the same command starts"),
+    (None, 3, False, "nothing was kept (no --json)"),
+])
+def test_an_interrupted_measurement_says_what_it_wrote_and_not_more(path, saved, resumed, says):
+    from hpcnn.perf import cli
+
+    assert cli.interrupted_kept(path, saved, resumed).startswith(says)
+
+
 def test_start_up_seconds_per_run_count_each_combination_by_the_runs_it_measured_in_each_session():
     record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     sessions = record["sessions"]  # one whole run each, before sessions counted what they measured

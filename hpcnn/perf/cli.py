@@ -379,7 +379,12 @@ def cmd_gate_quality(args):
         _schedule_shape(args)
         device = _device(args)
         combos = _combos(args, device)
-        save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
+        saved = []  # one entry per combination this session measured and wrote
+
+        def save(r):
+            jsonfile.write_atomically(args.json, r)
+            saved.append(1)
+
         schedule = _schedule(args, len(combos))
         from hpcnn.perf.profile import detect, profile_id
 
@@ -389,12 +394,11 @@ def cmd_gate_quality(args):
         _interruptible()
         try:
             record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
-                                            gate.DEFAULT_ALPHA, save=save, profile_id=pid, resume=earlier,
-                                            restart_every=args.restart_every)
+                                            gate.DEFAULT_ALPHA, save=save if args.json else None,
+                                            profile_id=pid, resume=earlier, restart_every=args.restart_every)
         except KeyboardInterrupt:  # a sitting's end: what was saved is the measurement's, not lost
-            kept = (f"{args.json} keeps every combination measured; the same command with --resume finishes the "
-                    "run") if args.json else "nothing was kept (no --json)"
-            print(f"hpcnn-perf: interrupted: {kept}", file=sys.stderr)
+            print(f"hpcnn-perf: interrupted: {interrupted_kept(args.json, len(saved), earlier is not None)}",
+                  file=sys.stderr)
             return 130
         print("\n".join(quality.paired_report(record["summary"])))
     elif args.mode == "stored" and args.rejudge:
@@ -419,6 +423,20 @@ def cmd_gate_quality(args):
     if args.json:
         jsonfile.write_atomically(args.json, record)
     return 0
+
+
+def interrupted_kept(path: Optional[str], saved: int, resumed: bool) -> str:
+    """What an interrupted ``--mode=paired`` measurement kept, where it wrote ``saved`` combinations to ``path``
+    (``--json``; None without) and extended an earlier record if ``resumed``: said as it is, since a cut before
+    the first combination finished wrote nothing."""
+    if not path:
+        return "nothing was kept (no --json)"
+    if saved:
+        return (f"{path} keeps the {saved} combination(s) this session measured; the same command with --resume "
+                "finishes the run")
+    if resumed:
+        return f"no combination finished; {path} is as it was, and the same command with --resume goes on from it"
+    return f"no combination finished, so {path} was not written; the same command starts the measurement again"
 
 
 def _interruptible() -> None:
