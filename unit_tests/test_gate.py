@@ -704,8 +704,11 @@ def test_a_search_measurement_alternates_until_precise_to_half_the_tolerance_or_
 
     planted = slowdown.PlantedSlowdown()
     exact = _step_clock(planted, per_unit=0.01)
-    fraction, se = planted.alternate(5, exact, 2, alternations=10, precision=0.005, cap=200)
+    beats = []
+    fraction, se = planted.alternate(5, exact, 2, alternations=10, precision=0.005, cap=200,
+                                     progress=lambda: beats.append(exact.calls))
     assert (fraction, se) == (pytest.approx(0.05), pytest.approx(0.0, abs=1e-12)) and exact.calls == 20
+    assert beats == list(range(2, 21, 2))  # a heartbeat after each off/on pair
     noisy = _step_clock(planted, per_unit=0.01, sigma=0.05)  # a 2-step chunk's log-ratio scatters by ~5%
     fraction, se = planted.alternate(5, noisy, 2, alternations=10, precision=0.005, cap=200)
     assert 20 < noisy.calls < 400 and se <= 0.005 and abs(fraction - 0.05) < 3 * se  # more pairs, not the cap

@@ -584,6 +584,46 @@ def test_a_run_cut_part_way_is_left_out_of_the_summary_and_named_for_resume_to_f
     assert not any("unfinished" in line for line in quality.paired_report(whole))
 
 
+def _speaker(script: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import json, sys, time\n" + script], stdout=subprocess.PIPE)
+
+
+def test_a_worker_heartbeat_restarts_the_wait_for_its_answer_and_a_silent_one_times_out():
+    from hpcnn.perf import worker
+
+    beat = json.dumps(worker.HEARTBEAT)
+    # an answer 3 s away, heartbeats every 0.2 s: a 1.5 s wait never runs out
+    with _speaker(f"for _ in range(15):\n print({beat!r}, flush=True); time.sleep(0.2)\n"
+                  "print('{\"ready\": 1}')") as p:
+        assert paired.Answers(p.stdout.fileno()).next(1.5) == {"ready": 1}
+    # a heartbeat and the answer in one read, then silence: the answer is not left waiting in a buffer
+    with _speaker(f"sys.stdout.write({beat!r} + '\\n' + '{{\"ready\": 2}}' + '\\n'); sys.stdout.flush(); "
+                  "time.sleep(30)") as p:
+        assert paired.Answers(p.stdout.fileno()).next(5) == {"ready": 2}
+        p.kill()
+    # heartbeats that stop: the wait runs out 0.5 s after the last one
+    with _speaker(f"print({beat!r}, flush=True); time.sleep(30)") as p:
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            paired.Answers(p.stdout.fileno()).next(0.5)
+        assert time.monotonic() - started < 5
+        p.kill()
+    with _speaker(f"print({beat!r}, flush=True)") as p:  # it exits without answering
+        with pytest.raises(EOFError):
+            paired.Answers(p.stdout.fileno()).next(30)
+
+
+def test_a_worker_sends_a_heartbeat_only_once_its_interval_has_passed(capsys):
+    from hpcnn.perf import worker
+
+    beat = worker.heartbeat(every_s=0.2)
+    beat()  # too soon
+    assert capsys.readouterr().out == ""
+    time.sleep(0.25)
+    beat(), beat()
+    assert capsys.readouterr().out == json.dumps(worker.HEARTBEAT) + "\n"
+
+
 @pytest.mark.parametrize("path, saved, resumed, says", [
     ("q.json", 2, False, "q.json keeps the 2 combination(s) this session measured; the same command with --resume "
                          "finishes the run"),

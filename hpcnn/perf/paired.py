@@ -41,15 +41,17 @@ import sys
 import tempfile
 from typing import Dict, List, NoReturn, Optional, Sequence, Tuple
 
+from hpcnn.perf import worker
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved, throughput
 
 WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "worker.py")
+# A worker that sends nothing for this long has hung. A side's first process that sizes its planted slowdown
+# before it is ready (``measures_while_starting``) may take far longer than this to answer (its first Zen 3 alexnet
+# search, up to slowdown.SEARCH_CAP chunk pairs per try of seconds-long steps, ran past 900 s on 2026-12-03), so it
+# sends a heartbeat line (``worker.HEARTBEAT``) every ``worker.HEARTBEAT_S`` as it searches, and each one restarts
+# the wait: a search is bounded by itself, a hang is caught within this.
 READY_TIMEOUT_S = 900
-# ... and for a side's first process that sizes its planted slowdown before it is ready (``measures_while_starting``):
-# the search alternates up to slowdown.SEARCH_CAP chunk pairs per try, one step a chunk on alexnet, whose step on a
-# Zen 3 CPU is seconds: its first Zen 3 search ran past 900 s (2026-12-03). Bounded by the search itself.
-PLANT_READY_TIMEOUT_S = 7200
 
 
 class WorkerError(RuntimeError):
@@ -93,10 +95,11 @@ class Side:
         self.stderr = tempfile.TemporaryFile(mode="w+")
         self.proc = subprocess.Popen([sys.executable, WORKER, json.dumps(self._spec)], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=self.stderr, text=True, env=self._env)
+        self._answers = Answers(self.proc.stdout.fileno())
         self.pids.append(self.proc.pid)
 
     def _await_ready(self) -> None:
-        ready = self._read(PLANT_READY_TIMEOUT_S if self.measures_while_starting else READY_TIMEOUT_S)  # warmed up
+        ready = self._read(READY_TIMEOUT_S)  # warmed up
         if "planted_fraction" in ready:
             self._planted.append(ready["planted_fraction"])
         if "planted_units" in ready:  # a restart plants the same work: one code change, not a fresh draw, and
@@ -146,13 +149,12 @@ class Side:
             self._fail("exited")
 
     def _read(self, timeout_s):
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
-        line = self.proc.stdout.readline() if ready else ""
-        if not line:
-            if not ready:  # its stderr's last line is whatever it logged before: the timeout is the error
-                self._fail(f"gave no answer in {timeout_s:g} s", last=True)
+        try:
+            return self._answers.next(timeout_s)
+        except TimeoutError:  # its stderr's last line is whatever it logged before: the timeout is the error
+            self._fail(f"gave no answer in {timeout_s:g} s", last=True)
+        except EOFError:
             self._fail("exited")
-        return json.loads(line)
 
     def _fail(self, what: str, last: bool = False) -> NoReturn:
         """Raises WorkerError with the worker's stderr tail; ``what`` after it where ``last`` (the line that
@@ -176,6 +178,32 @@ class Side:
                 stream.close()
             except OSError:  # a stdin whose write failed still holds the request: the pipe is broken
                 pass
+
+
+class Answers:
+    """A worker's answers, one JSON object a line, read from the pipe ``fd``. Lines are split here, not by a
+    buffered reader: one read may bring a heartbeat and the answer after it, and ``select`` cannot see what a
+    reader's buffer holds."""
+
+    def __init__(self, fd: int):
+        self._fd, self._pending = fd, b""
+
+    def next(self, timeout_s: float) -> dict:
+        """The next answer that is not a heartbeat. Raises TimeoutError where nothing (not even a heartbeat)
+        came for ``timeout_s``, EOFError where the worker closed its end first."""
+        while True:
+            while b"\n" not in self._pending:
+                ready, _, _ = select.select([self._fd], [], [], timeout_s)
+                if not ready:
+                    raise TimeoutError
+                data = os.read(self._fd, 65536)
+                if not data:
+                    raise EOFError
+                self._pending += data
+            line, _, self._pending = self._pending.partition(b"\n")
+            answer = json.loads(line)
+            if answer != worker.HEARTBEAT:
+                return answer
 
 
 def restart_all(sides: Sequence[Side]) -> None:

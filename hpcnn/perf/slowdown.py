@@ -72,7 +72,8 @@ class PlantedSlowdown:
         return _work(loss, self.units)
 
     def calibrate(self, fraction: float, run_steps: Callable[[int], Sequence[float]], tries: int = 5,
-                  chunk: Optional[int] = None, before_chunk: Callable[[], object] = lambda: None) -> float:
+                  chunk: Optional[int] = None, before_chunk: Callable[[], object] = lambda: None,
+                  progress: Callable[[], object] = lambda: None) -> float:
         """Sizes the work so a step takes ``1 + fraction`` times as long as without it; returns its size.
 
         ``run_steps(n)`` runs n steps and returns their times. The added time is
@@ -85,7 +86,8 @@ class PlantedSlowdown:
         until a measurement is within ``TOLERANCE`` of ``fraction``, ``tries`` are
         spent or the step repeats an amount, the closest kept. The size returned is
         not that measurement: one picked for landing near ``fraction`` overstates
-        how near it is, so it is measured afresh (``measure``).
+        how near it is, so it is measured afresh (``measure``). ``progress()`` is
+        called after every chunk pair (a paired worker's heartbeat).
         """
         if fraction <= 0:
             self.units.assign(0)
@@ -97,27 +99,28 @@ class PlantedSlowdown:
         tried: List[Tuple[int, float]] = []  # (units, measured fraction)
         for _ in range(tries):
             measured, _ = self.alternate(units, run_steps, chunk, before_chunk, SEARCH_ALTERNATIONS,
-                                         tolerance / 2, SEARCH_CAP)
+                                         tolerance / 2, SEARCH_CAP, progress)
             tried.append((units, measured))
             units = next_units(tried, fraction)
             if abs(measured - fraction) <= tolerance or units in (u for u, _ in tried):
                 break
         units = min(tried, key=lambda t: abs(t[1] - fraction))[0]
-        return self.measure(units, run_steps, chunk, before_chunk)
+        return self.measure(units, run_steps, chunk, before_chunk, progress=progress)
 
     def measure(self, units: int, run_steps, chunk: int, before_chunk: Callable[[], object] = lambda: None,
-                alternations: int = MEASURE_ALTERNATIONS) -> float:
+                alternations: int = MEASURE_ALTERNATIONS, progress: Callable[[], object] = lambda: None) -> float:
         """Plants ``units`` of work and returns the fraction it adds to a chunk of ``chunk`` steps timed after
         ``before_chunk()`` (``alternate``, ``alternations`` pairs). A restarted worker, or a later run of a
         quality measurement, plants the same amount again and measures it so (a code change is the same work
         in every process)."""
-        return self.alternate(units, run_steps, chunk, before_chunk, alternations)[0]
+        return self.alternate(units, run_steps, chunk, before_chunk, alternations, progress=progress)[0]
 
     def alternate(self, units: int, run_steps, chunk: int, before_chunk: Callable[[], object] = lambda: None,
                   alternations: int = MEASURE_ALTERNATIONS, precision: float = math.inf,
-                  cap: int = 0) -> Tuple[float, float]:
+                  cap: int = 0, progress: Callable[[], object] = lambda: None) -> Tuple[float, float]:
         """(fraction, its standard error): chunks off and on alternate, ``alternations`` pairs and then more
-        until the standard error is under ``precision`` or ``cap`` pairs have run; ``units`` stay planted."""
+        until the standard error is under ``precision`` or ``cap`` pairs have run, ``progress()`` after each
+        pair; ``units`` stay planted."""
         ratios: List[float] = []
         while True:
             spent = {}
@@ -126,6 +129,7 @@ class PlantedSlowdown:
                 before_chunk()
                 spent[on] = sum(run_steps(chunk))
             ratios.append(spent[True] / spent[False])
+            progress()
             if len(ratios) >= alternations:
                 fraction, se = fraction_and_error(ratios)
                 if se <= precision or len(ratios) >= max(cap, alternations):

@@ -4,7 +4,8 @@ Run by ``hpcnn.perf.paired`` as ``python worker.py CONFIG_JSON`` with PYTHONPATH
 pointing at the revision under test, so it imports *that* revision's hpcnn (only
 its stable API: BenchmarkConfig, Benchmark, run_steps). Protocol on stdin/stdout,
 one JSON line each: it answers {"ready": ...} after building and warming up (and sizing a planted slowdown,
-or planting ``plant_units`` of work where the spec names them: an amount chosen by an earlier process),
+or planting ``plant_units`` of work where the spec names them: an amount chosen by an earlier process;
+a search sends ``HEARTBEAT`` lines as it goes),
 each ``run`` request with the round's step times and losses (with real data, after
 ``DRAIN_STEPS`` untimed steps), and each ``rebuild`` request
 (a fresh model, step and input, warmed up, with the request's config ``overrides``
@@ -27,6 +28,23 @@ import time
 # trivial on 4 JPEG shards, demo 2 of issue 14, steps after a settle (ms): input only 3 3 4 then 36-41;
 # training 25 28 24 24 43 then 47-53. Synthetic batches live on the device: nothing to drain.
 DRAIN_STEPS = 6
+
+# Sent, one line each, at most every HEARTBEAT_S while the worker sizes a planted slowdown, which may take far
+# longer than the parent waits for an answer (``paired.READY_TIMEOUT_S``): each one tells it the worker is alive.
+HEARTBEAT = {"alive": True}
+HEARTBEAT_S = 60.0
+
+
+def heartbeat(every_s: float = HEARTBEAT_S, out=None):
+    """A callable that prints ``HEARTBEAT`` to ``out`` (stdout) when ``every_s`` have passed since the last."""
+    last = [time.monotonic()]
+
+    def beat():
+        if time.monotonic() - last[0] >= every_s:
+            print(json.dumps(HEARTBEAT), file=out or sys.stdout, flush=True)
+            last[0] = time.monotonic()
+
+    return beat
 
 
 def _runnable_threads() -> int:
@@ -105,7 +123,8 @@ def main():
     bench, drain = build(spec.get("overrides", {}))
     ready = {"ready": True}
     if planted:  # sized (or, restarted, its side's amount measured) in chunks timed like a pair's, after a settle
-        timed = dict(run_steps=lambda n: bench.run_steps(n)[0], chunk=spec.get("plant_chunk"), before_chunk=settle)
+        timed = dict(run_steps=lambda n: bench.run_steps(n)[0], chunk=spec.get("plant_chunk"), before_chunk=settle,
+                     progress=heartbeat())
         if spec.get("plant_units") and not spec.get("measure_plant", True):  # planted, its size measured before
             planted.units.assign(spec["plant_units"])
         elif spec.get("plant_units"):
