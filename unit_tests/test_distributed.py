@@ -222,9 +222,12 @@ def test_a_ps_killed_mid_run_fails_every_worker_naming_it():
     for w in range(2):
         out = run.worker(w).output
         assert run.worker(w).returncode == 1, out[-2000:]
-        last = out.strip().splitlines()[-1]
+        # hpcnn's one error line; gRPC's own logging may still print after it as the process ends (seen once on
+        # Zen 3: ":UNKNOWN:Error received from peer ... Socket closed" after it), which is not hpcnn's to word
+        errors = [line for line in out.splitlines() if line.startswith("hpcnn: error:")]
+        assert len(errors) == 1, out[-2000:]
         # Ended in under 30 s with --cluster_timeout_secs=120: the loss was seen, not timed out.
-        assert last.startswith(f"hpcnn: error: worker {w}: ") and "lost contact with a peer task" in last, last
+        assert errors[0].startswith(f"hpcnn: error: worker {w}: ") and "lost contact with a peer task" in errors[0]
         assert "Traceback" not in out
 
 
