@@ -613,14 +613,20 @@ def test_a_worker_heartbeat_restarts_the_wait_for_its_answer_and_a_silent_one_ti
             paired.Answers(p.stdout.fileno()).next(30)
 
 
-def test_a_worker_sends_a_heartbeat_only_once_its_interval_has_passed(capsys):
+def test_a_worker_sends_a_heartbeat_only_once_its_interval_has_passed(capsys, monkeypatch):
     from hpcnn.perf import worker
 
-    beat = worker.heartbeat(every_s=0.2)
+    now = [100.0]  # the clock moves only when the test moves it, however loaded the machine
+    monkeypatch.setattr(worker.time, "monotonic", lambda: now[0])
+    beat = worker.heartbeat(every_s=60)
+    now[0] += 59.9
     beat()  # too soon
     assert capsys.readouterr().out == ""
-    time.sleep(0.25)
-    beat(), beat()
+    now[0] += 0.1
+    beat(), beat()  # the second is too soon after the first
+    assert capsys.readouterr().out == json.dumps(worker.HEARTBEAT) + "\n"
+    now[0] += 60
+    beat()
     assert capsys.readouterr().out == json.dumps(worker.HEARTBEAT) + "\n"
 
 

@@ -35,13 +35,14 @@ HEARTBEAT = {"alive": True}
 HEARTBEAT_S = 60.0
 
 
-def heartbeat(every_s: float = HEARTBEAT_S, out=None):
-    """A callable that prints ``HEARTBEAT`` to ``out`` (stdout) when ``every_s`` have passed since the last."""
+def heartbeat(every_s: float = HEARTBEAT_S):
+    """A callable that prints ``HEARTBEAT`` to stdout, the pipe to the parent, when ``every_s`` have passed
+    since the last."""
     last = [time.monotonic()]
 
     def beat():
         if time.monotonic() - last[0] >= every_s:
-            print(json.dumps(HEARTBEAT), file=out or sys.stdout, flush=True)
+            print(json.dumps(HEARTBEAT), flush=True)
             last[0] = time.monotonic()
 
     return beat
