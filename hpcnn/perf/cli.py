@@ -379,11 +379,12 @@ def cmd_gate_quality(args):
         _schedule_shape(args)
         device = _device(args)
         combos = _combos(args, device)
-        saved = []  # one entry per combination this session measured and wrote
+        saved = 0  # combinations this session measured and wrote
 
         def save(r):
+            nonlocal saved
             jsonfile.write_atomically(args.json, r)
-            saved.append(1)
+            saved += 1
 
         schedule = _schedule(args, len(combos))
         from hpcnn.perf.profile import detect, profile_id
@@ -397,7 +398,7 @@ def cmd_gate_quality(args):
                                             gate.DEFAULT_ALPHA, save=save if args.json else None,
                                             profile_id=pid, resume=earlier, restart_every=args.restart_every)
         except KeyboardInterrupt:  # a sitting's end: what was saved is the measurement's, not lost
-            print(f"hpcnn-perf: interrupted: {interrupted_kept(args.json, len(saved), earlier is not None)}",
+            print(f"hpcnn-perf: interrupted: {interrupted_kept(args.json, saved, earlier is not None)}",
                   file=sys.stderr)
             return 130
         print("\n".join(quality.paired_report(record["summary"])))
