@@ -127,6 +127,16 @@ def test_console_script_prints_one_clean_line_and_no_traceback():
 
 PAIRED_RECORD = os.path.join(SHIPPED_BASELINES, "quality", "three-step-rounds",
                              "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")  # not stored
+STORED_RECORD = os.path.join(SHIPPED_BASELINES, "quality", "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.stored.json")
+
+
+def test_a_perf_table_piped_into_a_reader_that_stops_early_ends_without_a_traceback():
+    read, write = os.pipe()
+    os.close(read)  # the reader (``| head``) has gone before the first line
+    p = subprocess.run([sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", f"--show={PAIRED_RECORD}"],
+                       stdout=write, stderr=subprocess.PIPE, text=True, timeout=120)
+    os.close(write)
+    assert p.returncode == 141 and "Traceback" not in p.stderr and "BrokenPipeError" not in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize("argv,line", [
@@ -149,6 +159,17 @@ PAIRED_RECORD = os.path.join(SHIPPED_BASELINES, "quality", "three-step-rounds",
      "hpcnn-perf: error: --rejudge=/nonexistent/record.json: not a readable JSON record ([Errno 2]"),
     (["hpcnn.perf.cli", "gate-quality", "--mode=stored", f"--rejudge={PAIRED_RECORD}"],
      f"hpcnn-perf: error: --rejudge={PAIRED_RECORD}: not a --mode=stored record of hpcnn-perf gate-quality "),
+    (["hpcnn.perf.cli", "gate-quality", "--run=2"],
+     "hpcnn-perf: error: --run=2 picks a run of a --show record; allowed: with --mode=paired --show=RECORD"),
+    (["hpcnn.perf.cli", "gate-quality", f"--show={PAIRED_RECORD}", "--run=3"],
+     f"hpcnn-perf: error: --run=3: {PAIRED_RECORD} holds runs 1-2; allowed: 1 to 2"),
+    (["hpcnn.perf.cli", "gate-quality", f"--show={PAIRED_RECORD}", "--resume", "--json=x.json"],
+     f"hpcnn-perf: error: --show={PAIRED_RECORD} prints a --mode=paired record and measures nothing; allowed: "
+     "--mode=paired --show=RECORD [--run=N], without --json or --resume"),
+    (["hpcnn.perf.cli", "gate-quality", "--show=/nonexistent/record.json"],
+     "hpcnn-perf: error: --show=/nonexistent/record.json: not a readable JSON record ([Errno 2]"),
+    (["hpcnn.perf.cli", "gate-quality", f"--show={STORED_RECORD}"],
+     f"hpcnn-perf: error: --show={STORED_RECORD}: not a --mode=paired record of hpcnn-perf gate-quality "),
     (["hpcnn.perf.cli", "gate-quality", "--slowdowns=1.5"],
      "hpcnn-perf: error: argument --slowdowns: 1.5 is not a comma-separated list of fractions, each 0 <= f < 1 "
      "(0 alone: unchanged code only)"),

@@ -120,6 +120,11 @@ def _parser():
                    help="stored: judge the sessions of a --json record again with this gate, against the baselines "
                         "they were judged against, and print what ran beside what this gate decides (measures "
                         "nothing; --json writes the record as judged again)")
+    q.add_argument("--show", metavar="RECORD",
+                   help="paired: print the runs of a --json record, a row per run, and its summary (measures "
+                        "nothing)")
+    q.add_argument("--run", type=int, metavar="N",
+                   help="paired, with --show: print run N's comparisons instead, a row per combination")
     q.add_argument("--as-machine", metavar="ID",
                    help="stored, with --rejudge: judge every session as run on machine ID (e.g. one the baselines "
                         "do not hold, for a record whose sessions name none)")
@@ -374,6 +379,10 @@ def cmd_gate_quality(args):
     if args.as_machine is not None and not (args.rejudge and args.as_machine.strip()):
         _usage(f"--as-machine={args.as_machine!r} names the machine of a --rejudge record's sessions; allowed: a "
                "non-empty id, with --mode=stored --rejudge=RECORD")
+    if args.run is not None and not args.show:
+        _usage(f"--run={args.run} picks a run of a --show record; allowed: with --mode=paired --show=RECORD")
+    if args.show:
+        return _show(args, quality)
     if args.mode == "paired":
         earlier = _resumed(args) if args.resume else None  # refused before TensorFlow loads if unreadable
         _schedule_shape(args)
@@ -423,6 +432,35 @@ def cmd_gate_quality(args):
         record = _simulate(args)
     if args.json:
         jsonfile.write_atomically(args.json, record)
+    return 0
+
+
+def _show(args, quality) -> int:
+    """``--show``: a paired record's runs (or run ``--run``'s comparisons) as its verdicts judge them now,
+    measuring nothing; refused in one line if the record is unreadable or the run is not in it."""
+    if args.mode != "paired" or args.resume or args.json:
+        _usage(f"--show={args.show} prints a --mode=paired record and measures nothing; allowed: --mode=paired "
+               "--show=RECORD [--run=N], without --json or --resume")
+    try:
+        with open(args.show) as f:
+            record = json.load(f)
+    except (OSError, ValueError) as e:
+        _usage(f"--show={args.show}: not a readable JSON record ({e})")
+    try:
+        held = quality.runs_held(record)
+        if args.run is not None:
+            if not 1 <= args.run <= held:
+                _usage(f"--run={args.run}: {args.show} holds " + (f"runs 1-{held}" if held else "no run")
+                       + (f"; allowed: 1 to {held}" if held else ""))
+            lines = quality.run_table(record, args.run - 1)
+        else:
+            lines = quality.runs_table(record)
+            if quality.next_run(record)[0]:
+                lines += ["", *quality.paired_report(quality.summarize_paired(record))]
+    except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
+        _usage(f"--show={args.show}: not a --mode=paired record of hpcnn-perf gate-quality "
+               f"({type(e).__name__}: {e})")
+    print("\n".join(lines))
     return 0
 
 
@@ -566,7 +604,12 @@ def main(argv=None) -> int:
     from hpcnn.perf.paired import WorkerError
 
     try:
-        return commands[args.command](args)
+        code = commands[args.command](args)
+        sys.stdout.flush()  # a reader gone early (``| head``) shows here, not as a traceback at exit
+        return code
+    except BrokenPipeError:  # the reader has all it wanted: nothing left to say, and no traceback
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except WorkerError as e:  # a revision under test that does not build or run: its own error, in one line
         from hpcnn.perf.bisection import first_error_line
 

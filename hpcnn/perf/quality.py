@@ -499,3 +499,160 @@ def stored_report(summary: dict) -> List[str]:
             *stored_table(summary), "",
             "the issue's bar, where a session's MDS was below the plant's drop in throughput:",
             *bar_lines(stored_bars(summary), unchanged["failed"], unchanged["sessions"], "session")]
+
+
+def _utc(seconds: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds))
+
+
+def _starting_seconds(record: dict, name: str, entry: dict) -> Optional[float]:
+    """Seconds that starting ``name``'s workers took for the run of its comparison ``entry`` (one start per
+    combination and run serves every level); None where workers were kept through a session, as early records
+    did, so that no run owns their start."""
+    if record.get("workers") != FRESH_WORKERS or entry.get("session") is None:
+        return None
+    session = record["sessions"][entry["session"]]
+    measured = session.get("measured") or {n: session["runs"] for n in session["startup_s"]}
+    return session["startup_s"][name] / max(1, measured.get(name, 1))
+
+
+class RunView(NamedTuple):
+    """One run of a paired quality record as it is judged: its combinations' comparisons per level, the verdicts
+    (after Holm's step-down over the run's matrix when the run is whole; as each ran, at its own Bonferroni
+    share, when it is not) and the sessions that measured it."""
+
+    run: int  # 0-based
+    whole: bool
+    names: List[str]  # the combinations it holds, in the record's order
+    missing: List[str]  # those it lacks (an unfinished run)
+    entries: Dict[str, Dict[str, dict]]  # level -> combination -> the recorded comparison
+    failed: Dict[str, Dict[str, bool]]  # level -> combination -> failed (planted: caught)
+    verdicts: Dict[str, Dict[str, str]]  # level -> combination -> the verdict judged here
+    sessions: List[int]
+
+
+def runs_held(record: dict) -> int:
+    """Runs a paired quality record holds, its unfinished one included."""
+    return max((len(x) for per in record["combinations"].values() for x in per.values()), default=0)
+
+
+def run_view(record: dict, run: int) -> RunView:
+    """Run ``run`` (0-based) of a paired quality record, judged; ValueError where the record does not hold it."""
+    held = runs_held(record)
+    if not 0 <= run < held:
+        raise ValueError(f"no run {run + 1}: the record holds runs 1-{held}" if held else "the record holds no run")
+    levels = [str(s) for s in record["levels"]]
+    combos = record["combinations"]
+    names = [n for n, per in combos.items() if all(len(per[s]) > run for s in levels)]
+    whole = run < next_run(record)[0]
+    entries = {s: {n: combos[n][s][run] for n in names} for s in levels}
+    failed: Dict[str, Dict[str, bool]] = {}
+    verdicts: Dict[str, Dict[str, str]] = {}
+    for s in levels:
+        if whole:
+            judged = sequential.family_verdicts({n: (x["a"], x["b"]) for n, x in entries[s].items()},
+                                                sequential.Schedule.recorded(record["schedule"]),
+                                                record["threshold"], record["alpha"])
+            failed[s] = {n: v.failed for n, v in judged.items()}
+            verdicts[s] = {n: v.verdict for n, v in judged.items()}
+        else:
+            verdicts[s] = {n: x["verdict"] for n, x in entries[s].items()}
+            failed[s] = {n: v == gate.REGRESSION for n, v in verdicts[s].items()}
+    sessions = sorted({x["session"] for per in entries.values() for x in per.values() if x.get("session") is not None})
+    return RunView(run, whole, names, [n for n in combos if n not in names], entries, failed, verdicts, sessions)
+
+
+def _level_name(s: str) -> str:
+    return "unchanged" if float(s) == 0 else f"planted {float(s):.0%}"
+
+
+def _outcome(view: RunView, s: str, name: str) -> str:
+    """What a comparison came to: unchanged code "failed" or its verdict; a plant "caught" or "missed"; with the
+    verdict it reached at its own level where Holm's step-down decided otherwise."""
+    x, failed = view.entries[s][name], view.failed[s][name]
+    if float(s) == 0:
+        word = "FAILED" if failed else view.verdicts[s][name]
+    else:
+        word = "caught" if failed else f"MISSED ({view.verdicts[s][name]})"
+    if failed != (x["verdict"] == gate.REGRESSION):
+        word += f" by Holm's step-down ({x['verdict']} at its own level)"
+    return word
+
+
+def _level_seconds(view: RunView) -> Dict[str, float]:
+    return {s: sum(x["seconds"] for x in per.values()) for s, per in view.entries.items()}
+
+
+def _run_starts(record: dict, view: RunView) -> Optional[float]:
+    starts = [_starting_seconds(record, n, view.entries[str(record["levels"][0])][n]) for n in view.names]
+    return None if any(x is None for x in starts) else sum(starts)
+
+
+def run_table(record: dict, run: int) -> List[str]:
+    """Run ``run`` (0-based) of a paired quality record as a Markdown table, a row per combination: each level's
+    ratio, outcome, pairs and seconds (a plant as its first planted process measured it), and the seconds its
+    workers took to start; then the run's time per level, its sessions, and how many comparisons failed or were
+    caught. A run not yet whole is shown as it ran, and says what it lacks."""
+    view = run_view(record, run)
+    cap = record["schedule"]["max_pairs"]
+    first = str(record["levels"][0])
+    rows = []
+    for name in view.names:
+        cells = [name]
+        for s, per in view.entries.items():
+            x = per[name]
+            cell = (f"{x['ratio']:.3f} {_outcome(view, s, name)}, {x['pairs']} pairs"
+                    f"{' (the cap)' if x['pairs'] >= cap else ''}, {x['seconds']:.0f} s")
+            cells.append(cell + (f", plant measured {x['planted']:.1%}" if float(s) else ""))
+        start = _starting_seconds(record, name, view.entries[first][name])
+        cells.append("kept through the session" if start is None else f"{start:.0f} s")
+        rows.append(cells)
+    levels = list(view.entries)
+    head = ["combination", *(_level_name(s) + ": ratio, outcome, pairs, time" for s in levels), "starting workers"]
+    sessions = ", ".join(f"{i + 1} (started {_utc(record['sessions'][i]['started'])} UTC)" for i in view.sessions)
+    lines = [f"run {run + 1} of {runs_held(record)}" + (f", measured in session(s) {sessions}" if sessions else "")
+             + ":", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
+             *("| " + " | ".join(cells) + " |" for cells in rows), ""]
+    seconds, starts = _level_seconds(view), _run_starts(record, view)
+    total = sum(seconds.values()) + (starts or 0)
+    lines.append("measured " + ", ".join(f"{seconds[s]:.0f}" for s in levels) + " s per level"
+                 + (f", plus {starts:.0f} s starting workers" if starts is not None else "")
+                 + f": {total / 60:.0f} minutes")
+    n = len(view.names)
+    counts = [f"{_level_name(s)}: {sum(view.failed[s].values())} of {n} "
+              + ("failed" if float(s) == 0 else "caught") for s in levels]
+    if view.whole:
+        lines.append("after Holm's step-down over the run's matrix: " + "; ".join(counts))
+    else:
+        lines.append(f"unfinished: {n} of {n + len(view.missing)} combinations measured (lacks "
+                     f"{', '.join(view.missing)}); as each ran, at its own Bonferroni share: " + "; ".join(counts)
+                     + "; Holm's step-down judges the run once --resume finishes it")
+    return lines
+
+
+def runs_table(record: dict) -> List[str]:
+    """Every run of a paired quality record in a Markdown table, a row per run: its sessions' start, then per
+    level how many comparisons failed (planted: were caught) of those it holds, the range of their ratios and
+    their pairs (median), and its minutes with those spent starting workers."""
+    levels = [str(s) for s in record["levels"]]
+    head = ["run", "started (UTC)",
+            *(_level_name(s) + (": failed" if float(s) == 0 else ": caught") + ", ratios, pairs (median)"
+              for s in levels), "minutes (starting workers)"]
+    rows = []
+    for r in range(runs_held(record)):
+        view = run_view(record, r)
+        n = len(view.names)
+        cells = [f"{r + 1}" + ("" if view.whole else f" (unfinished: {n} of {n + len(view.missing)}, as ran)"),
+                 ", ".join(_utc(record["sessions"][i]["started"]) for i in view.sessions) or "-"]
+        for s in levels:
+            ratios = [x["ratio"] for x in view.entries[s].values()]
+            pairs = [x["pairs"] for x in view.entries[s].values()]
+            spread = f"{min(pairs)}" if min(pairs) == max(pairs) else f"{min(pairs)}-{max(pairs)}"
+            cells.append(f"{sum(view.failed[s].values())}/{n}, {min(ratios):.3f}-{max(ratios):.3f}, "
+                         f"{spread} ({statistics.median(pairs):g})")
+        starts = _run_starts(record, view)
+        minutes = (sum(_level_seconds(view).values()) + (starts or 0)) / 60
+        cells.append(f"{minutes:.0f}" + (f" ({starts / 60:.1f})" if starts is not None else ""))
+        rows.append(cells)
+    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
+            *("| " + " | ".join(cells) + " |" for cells in rows)]
