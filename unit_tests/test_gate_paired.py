@@ -608,6 +608,17 @@ def test_a_shown_run_is_judged_as_the_summary_judges_it_and_says_where_holm_deci
                          "7 caught; planted 10%: 7 of 7 caught")
 
 
+def test_an_unchanged_comparisons_asymmetry_t_is_a_one_sample_t_over_its_process_pairs_means():
+    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    for c in record["combinations"].values():
+        for x in c["0.0"]:
+            blocks = quality.process_pairs(x)
+            assert sum(map(len, blocks)) == x["pairs"] and all(len(b) == record["restart_every"] for b in blocks)
+            expected = stats.ttest_1samp([np.mean(b) for b in blocks], 0.0).statistic
+            assert quality.asymmetry_t(x) == pytest.approx(expected, rel=1e-9)
+    assert quality.asymmetry_t({"a": [1.0, 1.0], "b": [1.1, 1.2], "pids": [[1, 2], [1, 2]]}) is None  # one pair
+
+
 def test_a_shown_runs_time_is_its_comparisons_and_its_workers_starts_in_the_session_that_measured_it():
     """Run 5 of the Zen 3 record: one session measured it whole; run 1 took two (cut, then resumed)."""
     record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))

@@ -13,7 +13,9 @@ say when judged again or resampled is ``hpcnn.perf.replay``.
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -501,6 +503,23 @@ def stored_report(summary: dict) -> List[str]:
             *bar_lines(stored_bars(summary), unchanged["failed"], unchanged["sessions"], "session")]
 
 
+def process_pairs(comparison: dict) -> List[List[float]]:
+    """A recorded paired comparison cut into the blocks of consecutive pairs that one (A, B) process pair ran,
+    as log(B/A) per pair; one block where it was recorded without ``pids`` (before restarts)."""
+    d = [math.log(b / a) for a, b in zip(comparison["a"], comparison["b"])]
+    pids = [tuple(p) for p in comparison.get("pids") or [()] * len(d)]
+    return [[x for _, x in block] for _, block in itertools.groupby(zip(pids, d), key=lambda y: y[0])]
+
+
+def asymmetry_t(comparison: dict) -> Optional[float]:
+    """An unchanged comparison's mean log-ratio over the standard error of its process pairs' means: a worker
+    side that runs faster as B than as A would push it one way run after run. None under two process pairs."""
+    means = [statistics.fmean(b) for b in process_pairs(comparison)]
+    if len(means) < 2 or statistics.stdev(means) == 0:
+        return None
+    return statistics.fmean(means) / (statistics.stdev(means) / math.sqrt(len(means)))
+
+
 def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds))
 
@@ -633,11 +652,13 @@ def run_table(record: dict, run: int) -> List[str]:
 def runs_table(record: dict) -> List[str]:
     """Every run of a paired quality record in a Markdown table, a row per run: its sessions' start, then per
     level how many comparisons failed (planted: were caught) of those it holds, the range of their ratios and
-    their pairs (median), and its minutes with those spent starting workers."""
+    their pairs (median), its minutes with those spent starting workers, and the range of its unchanged
+    comparisons' ``asymmetry_t`` with their sum over the square root of their number (an A/B asymmetry would
+    push it one way run after run)."""
     levels = [str(s) for s in record["levels"]]
     head = ["run", "started (UTC)",
             *(_level_name(s) + (": failed" if float(s) == 0 else ": caught") + ", ratios, pairs (median)"
-              for s in levels), "minutes (starting workers)"]
+              for s in levels), "minutes (starting workers)", "unchanged t: range, sum over sqrt(n)"]
     rows = []
     for r in range(runs_held(record)):
         view = run_view(record, r)
@@ -653,6 +674,8 @@ def runs_table(record: dict) -> List[str]:
         starts = _run_starts(record, view)
         minutes = (sum(_level_seconds(view).values()) + (starts or 0)) / 60
         cells.append(f"{minutes:.0f}" + (f" ({starts / 60:.1f})" if starts is not None else ""))
+        ts = [t for t in map(asymmetry_t, view.entries[levels[0]].values()) if t is not None]
+        cells.append(f"{min(ts):+.2f} to {max(ts):+.2f}, {sum(ts) / math.sqrt(len(ts)):+.2f}" if ts else "-")
         rows.append(cells)
     return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
             *("| " + " | ".join(cells) + " |" for cells in rows)]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import datetime
-import itertools
 from typing import Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
@@ -172,9 +171,7 @@ def process_pair_blocks(record: dict, level: str = "0.0", size: int = 0) -> Dict
     for key, c in record["combinations"].items():
         blocks: List[List[float]] = []
         for run in c[level]:
-            d = [float(x) for x in np.log(np.asarray(run["b"], float) / np.asarray(run["a"], float))]
-            pids = [tuple(p) for p in run.get("pids") or [()] * len(d)]
-            blocks += [[x for _, x in block] for _, block in itertools.groupby(zip(pids, d), key=lambda y: y[0])]
+            blocks += quality.process_pairs(run)
         out[key] = [b[i:i + size] for b in blocks for i in range(0, len(b), size)] if size else blocks
     return out
 
