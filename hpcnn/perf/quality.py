@@ -256,7 +256,11 @@ def paired_table(summary: dict) -> List[str]:
 def level_table(levels: Sequence[str], rows: List[List[str]]) -> List[str]:
     """The lines of a Markdown table whose columns are a combination's name, then one per level ("unchanged",
     "planted 5%", ...); ``rows`` are the cells, name first."""
-    head = ["combination"] + [("unchanged" if float(s) == 0 else f"planted {float(s):.0%}") for s in levels]
+    return markdown_table(["combination", *map(_level_name, levels)], rows)
+
+
+def markdown_table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> List[str]:
+    """The lines of a Markdown table: its head, the rule under it, then a line per row of cells."""
     return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
             *("| " + " | ".join(cells) + " |" for cells in rows)]
 
@@ -630,8 +634,7 @@ def run_table(record: dict, run: int) -> List[str]:
     head = ["combination", *(_level_name(s) + ": ratio, outcome, pairs, time" for s in levels), "starting workers"]
     sessions = ", ".join(f"{i + 1} (started {_utc(record['sessions'][i]['started'])} UTC)" for i in view.sessions)
     lines = [f"run {run + 1} of {runs_held(record)}" + (f", measured in session(s) {sessions}" if sessions else "")
-             + ":", "| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
-             *("| " + " | ".join(cells) + " |" for cells in rows), ""]
+             + ":", *markdown_table(head, rows), ""]
     seconds, starts = _level_seconds(view), _run_starts(record, view)
     total = sum(seconds.values()) + (starts or 0)
     lines.append("measured " + ", ".join(f"{seconds[s]:.0f}" for s in levels) + " s per level"
@@ -677,5 +680,4 @@ def runs_table(record: dict) -> List[str]:
         ts = [t for t in map(asymmetry_t, view.entries[levels[0]].values()) if t is not None]
         cells.append(f"{min(ts):+.2f} to {max(ts):+.2f}, {sum(ts) / math.sqrt(len(ts)):+.2f}" if ts else "-")
         rows.append(cells)
-    return ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head),
-            *("| " + " | ".join(cells) + " |" for cells in rows)]
+    return markdown_table(head, rows)
