@@ -592,10 +592,16 @@ def test_a_shown_run_is_judged_as_the_summary_judges_it_and_says_where_holm_deci
     record = load(ZEN4_PAIRED)
     runs = quality.next_run(record)[0]
     failures = quality.family_failures(record, runs)
+    schedule = sequential.Schedule.recorded(record["schedule"])
     for r in range(runs):
         view = quality.run_view(record, r)
         assert view.whole and view.missing == [] and view.names == list(record["combinations"])
-        assert view.failed == {s: {n: failures[s][n][r] for n in view.names} for s in failures}
+        for s in failures:  # Holm's step-down over the run's recorded pairs, judged here without run_view
+            judged = sequential.family_verdicts({n: (c[s][r]["a"], c[s][r]["b"])
+                                                 for n, c in record["combinations"].items()},
+                                                schedule, record["threshold"], record["alpha"])
+            assert view.failed[s] == {n: v.failed for n, v in judged.items()}
+            assert view.failed[s] == {n: failures[s][n][r] for n in view.names}
     rows = quality.runs_table(record)[2:]
     assert len(rows) == runs
     for r, row in enumerate(rows):
@@ -652,6 +658,8 @@ def test_a_shown_unfinished_run_is_as_it_ran_and_names_what_it_lacks():
                                                     f"{', '.join(names[3:])}); as each ran, at its own")
     assert quality.runs_table(cut)[-1].startswith("| 8 (unfinished: 3 of 7, as ran) | ")
     assert quality.runs_table(cut)[2:-1] == quality.runs_table(_cut(record, 7, 0))[2:]
+    with pytest.raises(ValueError, match=f"run 8 is not whole: it lacks {names[3]}, "):
+        quality.family_failures(cut, 8)
 
 
 def test_show_prints_a_records_run_as_run_table_does(capsys):

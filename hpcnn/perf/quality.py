@@ -217,19 +217,18 @@ def startup_per_run(record: dict) -> float:
 
 
 def family_failures(record: dict, runs: int) -> Dict[str, Dict[str, List[bool]]]:
-    """{level: {combination: whether each of the first ``runs`` runs failed}} after Holm's step-down over the
-    matrix of each run and level (``sequential.family_verdicts`` on the recorded pairs, at the record's
-    schedule, threshold and family-wise alpha)."""
-    schedule = sequential.Schedule.recorded(record["schedule"])
-    out: Dict[str, Dict[str, List[bool]]] = {}
-    for s in record["levels"]:
-        key = str(s)
-        out[key] = {name: [] for name in record["combinations"]}
-        for r in range(runs):
-            comparisons = {name: (c[key][r]["a"], c[key][r]["b"]) for name, c in record["combinations"].items()}
-            verdicts = sequential.family_verdicts(comparisons, schedule, record["threshold"], record["alpha"])
-            for name, v in verdicts.items():
-                out[key][name].append(v.failed)
+    """{level: {combination: whether each of the first ``runs`` runs failed}}, each run judged as ``run_view``
+    judges it (Holm's step-down over the run's matrix at the record's schedule, threshold and family-wise
+    alpha); ValueError where one of those runs is not whole."""
+    out: Dict[str, Dict[str, List[bool]]] = {str(s): {name: [] for name in record["combinations"]}
+                                             for s in record["levels"]}
+    for r in range(runs):
+        view = run_view(record, r)
+        if not view.whole:
+            raise ValueError(f"run {r + 1} is not whole: it lacks {', '.join(view.missing)}")
+        for key, failed in view.failed.items():
+            for name, x in failed.items():
+                out[key][name].append(x)
     return out
 
 
