@@ -646,6 +646,28 @@ def test_a_shown_runs_time_is_its_comparisons_and_its_workers_starts_in_the_sess
         quality.run_view(record, quality.runs_held(record))
 
 
+def test_a_quality_session_names_the_commit_and_machine_that_measured_it_and_show_prints_them():
+    """A record built over many sittings says which code and which VM measured each run (records before this
+    named neither: their sessions print their start alone, as above)."""
+    from hpcnn.perf import profile
+
+    combos = build_matrix("smoke")
+    this = quality.new_session(REPO, combos)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
+    assert this["commit"] == head.stdout.strip() and this["machine"] == profile.machine_id()
+    assert this["runs"] == 0 and this["measured"] == {c.key: 0 for c in combos} and "ended" not in this
+    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
+    (i,) = quality.run_view(record, 4).sessions
+    session = record["sessions"][i]
+    session.update(ended=session["started"] + 90 * 60, commit="0123456789abcdef", machine="boot-0123456789ab")
+    span = "2026-12-04 09:36-11:06 UTC at 0123456 on boot-0123456789ab"
+    assert quality.run_table(record, 4)[0] == (f"run 5 of {quality.runs_held(record)}, measured in session(s) "
+                                               f"{i + 1} (started {span}):")
+    assert quality.runs_table(record)[6].startswith(f"| 5 | {span} | ")
+    session["ended"] += 24 * 3600  # a session past midnight gives its end's date
+    assert quality.runs_table(record)[6].startswith("| 5 | 2026-12-04 09:36-2026-12-05 11:06 UTC at 0123456 ")
+
+
 def test_a_shown_unfinished_run_is_as_it_ran_and_names_what_it_lacks():
     record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     names = list(record["combinations"])

@@ -26,8 +26,8 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 
 from hpcnn.jsonfile import write_atomically
-from hpcnn.perf import gate, paired, sequential
-from hpcnn.perf.baselines import load as load_baselines, path_for
+from hpcnn.perf import gate, paired, profile, sequential
+from hpcnn.perf.baselines import current_commit, load as load_baselines, path_for
 from hpcnn.perf.matrix import Combination
 from hpcnn.stats import interleaved
 
@@ -82,8 +82,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
         "combination_alpha": each,
         "sessions": [], "combinations": {c.key: {str(s): [] for s in levels} for c in combos}}
     session = len(record["sessions"])
-    this = {"started": time.time(), "runs": 0, "startup_s": {c.key: 0.0 for c in combos},
-            "measured": {c.key: 0 for c in combos}}
+    this = new_session(here, combos)
     record["sessions"].append(this)
     first, _ = next_run(record)
     for run in range(runs):
@@ -107,6 +106,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
                 for side in [a, *sides.values()]:
                     side.close()
             this["measured"][combo.key] += 1
+            this["ended"] = time.time()
             log(f"run {first + run + 1} {combo.key}: " + ", ".join(
                 f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
                 f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
@@ -114,6 +114,15 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
                 save(_summarized(record))
         this["runs"] = run + 1
     return _summarized(record)
+
+
+def new_session(here: str, combos: Sequence[Combination]) -> dict:
+    """A paired quality record's entry for one sitting's measurement: when it started, the commit of the
+    checkout at ``here`` it measured and the machine it ran on (``profile.machine_id``), so that a record
+    built over many sittings says which code and which VM measured each run; ``paired_quality`` counts its
+    runs, workers' starts and combinations measured, and sets ``ended`` as each combination finishes."""
+    return {"started": time.time(), "commit": current_commit(here), "machine": profile.machine_id(), "runs": 0,
+            "startup_s": {c.key: 0.0 for c in combos}, "measured": {c.key: 0 for c in combos}}
 
 
 def next_run(record: dict) -> tuple:
@@ -527,6 +536,21 @@ def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds))
 
 
+def _session_span(session: dict) -> str:
+    """When a paired record's session ran, with the commit and machine it names: "2026-12-04 16:56-18:57 UTC at
+    b397706 on boot-0123456789ab"; sessions recorded before those were kept give their start alone."""
+    text = _utc(session["started"])
+    if session.get("ended") is not None:
+        end = _utc(session["ended"])
+        text += "-" + (end[11:] if end[:10] == text[:10] else end)
+    text += " UTC"
+    if session.get("commit"):
+        text += f" at {session['commit'][:7]}"
+    if session.get("machine"):
+        text += f" on {session['machine']}"
+    return text
+
+
 def _starting_seconds(record: dict, name: str, entry: dict) -> Optional[float]:
     """Seconds that starting ``name``'s workers took for the run of its comparison ``entry`` (one start per
     combination and run serves every level); None where workers were kept through a session, as early records
@@ -631,7 +655,7 @@ def run_table(record: dict, run: int) -> List[str]:
         rows.append(cells)
     levels = list(view.entries)
     head = ["combination", *(_level_name(s) + ": ratio, outcome, pairs, time" for s in levels), "starting workers"]
-    sessions = ", ".join(f"{i + 1} (started {_utc(record['sessions'][i]['started'])} UTC)" for i in view.sessions)
+    sessions = ", ".join(f"{i + 1} (started {_session_span(record['sessions'][i])})" for i in view.sessions)
     lines = [f"run {run + 1} of {runs_held(record)}" + (f", measured in session(s) {sessions}" if sessions else "")
              + ":", *markdown_table(head, rows), ""]
     seconds, starts = _level_seconds(view), _run_starts(record, view)
@@ -658,7 +682,7 @@ def runs_table(record: dict) -> List[str]:
     comparisons' ``asymmetry_t`` with their sum over the square root of their number (an A/B asymmetry would
     push it one way run after run)."""
     levels = [str(s) for s in record["levels"]]
-    head = ["run", "started (UTC)",
+    head = ["run", "sessions (commit, machine)",
             *(_level_name(s) + (": failed" if float(s) == 0 else ": caught") + ", ratios, pairs (median)"
               for s in levels), "minutes (starting workers)", "unchanged t: range, sum over sqrt(n)"]
     rows = []
@@ -666,7 +690,7 @@ def runs_table(record: dict) -> List[str]:
         view = run_view(record, r)
         n = len(view.names)
         cells = [f"{r + 1}" + ("" if view.whole else f" (unfinished: {n} of {n + len(view.missing)}, as ran)"),
-                 ", ".join(_utc(record["sessions"][i]["started"]) for i in view.sessions) or "-"]
+                 ", ".join(_session_span(record["sessions"][i]) for i in view.sessions) or "-"]
         for s in levels:
             ratios = [x["ratio"] for x in view.entries[s].values()]
             pairs = [x["pairs"] for x in view.entries[s].values()]
