@@ -9,6 +9,7 @@ DATA = os.path.join(_UNIT_TESTS, "data")
 QUALITY_RECORDS = os.path.join(os.path.dirname(_UNIT_TESTS), "baselines", "quality")
 THREE_STEP_ROUNDS = os.path.join(QUALITY_RECORDS, "three-step-rounds")  # the design before paired.round_steps
 PAIR_LEVEL_TEST = os.path.join(QUALITY_RECORDS, "pair-level-test")  # the design before blocks of process pairs
+FIXED_REBUILD_ORDER = os.path.join(QUALITY_RECORDS, "fixed-rebuild-order")  # before rebuilds took turns
 
 # gate-quality --mode=stored on the Zen 4 runner, 07:57-09:07 on 2026-11-26, before failures were confirmed: two
 # unchanged sessions failed in slow spells of the runner

@@ -22,7 +22,7 @@ from scipy import stats
 
 from hpcnn.perf import explain, gate, paired, quality, replay, sequential, worker
 from hpcnn.perf.matrix import Combination, build_matrix
-from unit_tests.recorded import PAIR_LEVEL_TEST, QUALITY_RECORDS, THREE_STEP_ROUNDS, load
+from unit_tests.recorded import FIXED_REBUILD_ORDER, PAIR_LEVEL_TEST, QUALITY_RECORDS, THREE_STEP_ROUNDS, load
 from unit_tests.helpers import REPO
 
 
@@ -165,7 +165,7 @@ def test_the_xeon_paired_record_judged_with_reachable_looks_stops_sooner_with_th
 def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchanged_run():
     """The unchanged comparisons of the paired records of earlier designs (their plants differ, but unchanged
     sides carry none), replayed pair by pair through this gate's looks and Holm's step-down: each stops within
-    the pairs it recorded, and none of their 60 runs of unchanged code fails, on four CPU classes."""
+    the pairs it recorded, and none of their 75 runs of unchanged code fails, on four CPU classes."""
     paths = sorted(glob.glob(os.path.join(QUALITY_RECORDS, "*", "*.paired.json")))
     runs = {}
     for path in paths:
@@ -181,19 +181,21 @@ def test_the_earlier_designs_paired_records_judged_by_this_gate_fail_no_unchange
             verdicts = sequential.family_verdicts(replayed, schedule, record["threshold"], record["alpha"])
             assert not [k for k, v in verdicts.items() if v.failed], (path, r)
         runs[record["profile_id"]] = runs.get(record["profile_id"], 0) + ran
-    assert runs == {"cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21": 10,
-                    "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21": 34,
-                    "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21": 1,
+    assert runs == {"cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21": 15,
+                    "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21": 43,
+                    "cpu-amd-epyc-f26m2-avx512-bf16-onednn-2c-tf2.21": 2,
                     "cpu-xeon-f6m207-avx512-bf16-onednn-2c-tf2.21": 15}
 
 
 def test_paired_records_replayed_through_their_recorded_schedule_reach_what_they_recorded():
-    """Every comparison of the records of the current design (``quality/*.paired.json``) and of the one before
-    it (``pair-level-test/``), its pairs replayed in the order they ran through the looks and test of its recorded
+    """Every comparison of the records of the current schedule (``quality/*.paired.json`` and
+    ``fixed-rebuild-order/``, which differs only in the order of its rebuilds) and of the one before it
+    (``pair-level-test/``), its pairs replayed in the order they ran through the looks and test of its recorded
     schedule: it stops where it stopped, with the verdict it had. A change to the schedule or the test that would
     have judged these runs differently fails here. (Each run's Holm step-down over those pairs is checked against
     the record's summary in test_perf_suite.)"""
-    current = sorted(glob.glob(os.path.join(QUALITY_RECORDS, "*.paired.json")))
+    current = sorted(glob.glob(os.path.join(QUALITY_RECORDS, "*.paired.json"))
+                     + glob.glob(os.path.join(FIXED_REBUILD_ORDER, "*.paired.json")))
     paths = current + sorted(glob.glob(os.path.join(PAIR_LEVEL_TEST, "*.paired.json")))
     assert len(paths) >= 2  # the Zen 4 runs of 2026-11-28 and the Zen 3 runs of 2026-12-01 at least
     for path in paths:
@@ -213,7 +215,7 @@ def test_a_looks_interval_does_not_hang_on_the_last_bit_of_the_log_ratios():
     averages themselves (where two log-ratios tie in exact arithmetic, and in floating point by chance), the
     same pairs replayed on a Zen 3 machine gave 0.98003 and stopped at 28 (CI of 2026-12-03). Asked between
     Walsh averages, the interval is the same whatever the last bit of every log-ratio."""
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     x = record["combinations"]["trivial-independent-NHWC-2dev-fp32-b32"]["0.0"][1]
     assert (x["pairs"], x["verdict"]) == (32, gate.UNCHANGED)
     d = np.log(np.asarray(x["b"][:28], float) / np.asarray(x["a"][:28], float))
@@ -425,6 +427,32 @@ def test_both_sides_restart_as_new_processes_every_few_pairs_and_rebuild_between
     assert ("A", "restart") not in log and never.processes == [("A2", "B2")] * 5
 
 
+@pytest.mark.parametrize("restart_every", [2, 3, 4])
+def test_the_side_that_rebuilds_first_at_a_place_in_a_process_pair_flips_from_one_process_pair_to_the_next(
+        restart_every):
+    """The side rebuilt first read faster after it (tiny_resnet, ``paired.REBUILD_ORDER``): at every place in a
+    process pair the first to rebuild is A in one process pair and B in the next, as with restarts; within a
+    process pair the order still alternates pair by pair."""
+    log = []
+    a, b = _TimedSide("A", 0.01, log), _TimedSide("B", 0.02, log)
+    run_pair = paired.pair_runner(a, b, Combination("trivial", "parameter_server", "NHWC", 1, "fp32", 32, 2),
+                                  chunks=2, restart_every=restart_every)
+    firsts = {}  # place in the process pair -> who rebuilt (restarted, at 0) first, process pair by process pair
+    for r in range(6 * restart_every):
+        del log[:]
+        run_pair(r)
+        if r:
+            firsts.setdefault(r % restart_every, []).append(log[0][0])
+            assert log[1][1] == log[0][1] and {log[0][0], log[1][0]} == {"A", "B"}  # both, one after the other
+    for place, names in firsts.items():
+        assert names == ["B", "A"] * (len(names) // 2) + ["B"] * (len(names) % 2) or \
+            names == ["A", "B"] * (len(names) // 2) + ["A"] * (len(names) % 2), (place, names)
+    if restart_every == 2:  # the record's design: before each process pair's second pair, B, A, B, A, ...
+        assert firsts[1] == ["B", "A"] * 3
+    within = [firsts[p][0] for p in range(1, restart_every)]
+    assert within == ["B", "A", "B"][:restart_every - 1]  # in the first process pair: by the pair's number
+
+
 def test_the_slow_first_step_of_a_fresh_process_is_left_out_of_the_pairs_it_times():
     log = []
     a = _TimedSide("A", 0.01, log, first_s=0.03)  # a new process's first step: three times as long
@@ -569,7 +597,7 @@ def _cut(record: dict, runs: int, measured: int) -> dict:
 
 def test_a_run_cut_part_way_is_left_out_of_the_summary_and_named_for_resume_to_finish():
     """Zen 4's runs, cut as if its eighth sitting had ended after three of the seven combinations."""
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     names = list(record["combinations"])
     cut = _cut(record, 7, 3)
     assert quality.next_run(cut) == (7, sorted(names[:3]))
@@ -617,7 +645,7 @@ def test_a_shown_run_is_judged_as_the_summary_judges_it_and_says_where_holm_deci
 
 
 def test_an_unchanged_comparisons_asymmetry_t_is_a_one_sample_t_over_its_process_pairs_means():
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     for c in record["combinations"].values():
         for x in c["0.0"]:
             blocks = quality.process_pairs(x)
@@ -629,7 +657,7 @@ def test_an_unchanged_comparisons_asymmetry_t_is_a_one_sample_t_over_its_process
 
 def test_a_shown_runs_time_is_its_comparisons_and_its_workers_starts_in_the_session_that_measured_it():
     """Run 5 of the Zen 3 record: one session measured it whole; run 1 took two (cut, then resumed)."""
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
     combos = record["combinations"]
     view = quality.run_view(record, 4)
     (session,) = view.sessions
@@ -656,7 +684,7 @@ def test_a_quality_session_names_the_commit_and_machine_that_measured_it_and_sho
     head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True)
     assert this["commit"] == head.stdout.strip() and this["machine"] == profile.machine_id()
     assert this["runs"] == 0 and this["measured"] == {c.key: 0 for c in combos} and "ended" not in this
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
     (i,) = quality.run_view(record, 4).sessions
     session = record["sessions"][i]
     session.update(ended=session["started"] + 90 * 60, commit="0123456789abcdef", machine="boot-0123456789ab")
@@ -669,7 +697,7 @@ def test_a_quality_session_names_the_commit_and_machine_that_measured_it_and_sho
 
 
 def test_a_shown_unfinished_run_is_as_it_ran_and_names_what_it_lacks():
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     names = list(record["combinations"])
     cut = _cut(record, 7, 3)
     view = quality.run_view(cut, 7)
@@ -687,7 +715,7 @@ def test_a_shown_unfinished_run_is_as_it_ran_and_names_what_it_lacks():
 def test_show_prints_a_records_run_as_run_table_does(capsys):
     from hpcnn.perf import cli
 
-    path = os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")
+    path = os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json")
     assert cli.main(["gate-quality", f"--show={path}", "--run=2"]) == 0
     assert capsys.readouterr().out.splitlines() == quality.run_table(load(path), 1)
     assert cli.main(["gate-quality", f"--show={path}"]) == 0
@@ -757,7 +785,7 @@ def test_an_interrupted_measurement_says_what_it_wrote_and_not_more(path, saved,
 
 
 def test_start_up_seconds_per_run_count_each_combination_by_the_runs_it_measured_in_each_session():
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     sessions = record["sessions"]  # one whole run each (the first eight before sessions counted what they measured)
     per = {name: statistics.median(x["startup_s"][name] for x in sessions) for name in record["combinations"]}
     assert quality.startup_per_run(record) == pytest.approx(sum(per.values()))
@@ -821,7 +849,11 @@ def test_a_quality_record_resumes_only_the_same_measurement_on_the_same_profile(
     with pytest.raises(ValueError,
                        match=r"round_steps is None, this run's \{'trivial-independent-NHWC-2dev-fp32-b32': 20\}"):
         quality.check_resumable(three_step, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
-    fresh = {**three_step, "round_steps": {"trivial-independent-NHWC-2dev-fp32-b32": 20}}
+    rounds = {**three_step, "round_steps": {"trivial-independent-NHWC-2dev-fp32-b32": 20}}
+    # rounds of a step per chunk, but the rebuild before a process pair's second pair always B's first
+    with pytest.raises(ValueError, match="rebuild_order is None, this run's 'flips each process pair'"):
+        quality.check_resumable(rounds, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
+    fresh = {**rounds, "rebuild_order": paired.REBUILD_ORDER}
     quality.check_resumable(fresh, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21", **same)
     alexnet = next(c for c in build_matrix("smoke") if c.model == "alexnet")
     with pytest.raises(ValueError, match="round_steps"):  # alexnet's smoke rounds: 10 steps a side now
@@ -958,7 +990,7 @@ def test_a_design_restarting_every_pair_draws_each_recorded_pair_as_a_process_pa
     """The Zen 4 record of process pairs of 2: restarting every pair, each recorded pair is a block of one (an
     offset drawn afresh for every pair, as that design has); never restarting, the process pairs whole, as a
     schedule of block 1 alone gives; a test whose blocks are not the design's process pairs is refused."""
-    record = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     key = "alexnet-parameter_server-NHWC-1dev-fp32-b16"
     whole = replay.process_pair_blocks(record, "0.05")[key]
     assert {len(b) for b in whole} == {2}

@@ -243,11 +243,13 @@ QUALITY = os.path.join(SHIPPED_BASELINES, "quality")
 # records of earlier designs, and what each holds where the default measurement now differs: each process
 # searched its own plant; each run searched one per side; every early look had an equal part of the level;
 # alexnet's rounds were its 3 steps, 3 chunks (none recorded round lengths); and all of them: process pairs of
-# 4 pairs, tested pair by pair, at most 20 pairs, a planted slowdown measured in every process
+# 4 pairs, tested pair by pair, at most 20 pairs, a planted slowdown measured in every process; and every one of
+# them, the design before this one too: rebuilds ordered by the pair's number (``paired.REBUILD_ORDER``)
 EQUAL_PARTS = {"min_pairs": 8, "step": 4, "max_pairs": 20}
 EVERY_PROCESS = "one amount per combination and level, searched precisely once, measured afresh in every process"
 PAIR_LEVEL = {"schedule": {**EQUAL_PARTS, "reachable_only": True}, "restart_every": 4, "plant": EVERY_PROCESS}
 EARLIER_DESIGNS = {
+    os.path.join(QUALITY, "fixed-rebuild-order"): {},
     os.path.join(QUALITY, "per-process-plants"): {"schedule": EQUAL_PARTS, "plant": None, "round_steps": None,
                                                   "restart_every": 4},
     os.path.join(QUALITY, "per-run-plants"): {
@@ -257,6 +259,7 @@ EARLIER_DESIGNS = {
                                                 "plant": EVERY_PROCESS},
     os.path.join(QUALITY, "three-step-rounds"): {**PAIR_LEVEL, "round_steps": None},
     os.path.join(QUALITY, "pair-level-test"): PAIR_LEVEL}
+EARLIER_DESIGNS = {folder: {**fields, "rebuild_order": None} for folder, fields in EARLIER_DESIGNS.items()}
 
 
 def _paired_records():
@@ -285,7 +288,8 @@ def test_shipped_paired_quality_records_are_what_gate_quality_resume_extends_on_
         with pytest.raises(ValueError, match="cannot resume: the record's "):
             resume(record)
         now = {"schedule": vars(sequential.Schedule()), "plant": paired.PLANT,
-               "round_steps": quality.round_steps_by_combination(combos), "restart_every": paired.RESTART_EVERY}
+               "round_steps": quality.round_steps_by_combination(combos), "restart_every": paired.RESTART_EVERY,
+               "rebuild_order": paired.REBUILD_ORDER}
         resume({**record, **{field: now[field] for field in earlier}})  # those fields are all that differs
     else:
         resume(record)

@@ -28,7 +28,11 @@ since of unchanged code swapping which process is A negates a block. (On a noisy
 class, Zen 3, AMD family 25 model 1, the offset's sd was 1.2-1.9% on the trivial
 models.) The sides take turns to restart first: the one restarted first sits
 idle while the other starts, and when that was always A, B ran 0.1-0.7% faster
-in all 7 combinations of the Zen 4 record.
+in all 7 combinations of the Zen 4 record. Rebuilds take turns in the same way
+(``REBUILD_ORDER``): with restarts every 2 pairs, the rebuild before a process
+pair's second pair was always B's first, and there B read faster (tiny_resnet
++1.6%, t +3.7 over 176 process pairs of the Zen 4 record, against +0.04% in the
+first pair, which a restart with alternating order precedes).
 """
 
 from __future__ import annotations
@@ -246,6 +250,15 @@ SETTLE_CHUNKS = 1
 # anew (from 10-pair measurements) and the side's size was a fresh draw each run; before that, every process did.
 PLANT = "one amount per combination and level, searched precisely once, measured by the first process of each side"
 RESTART_EVERY = 2  # round pairs per process pair: the test's block (``sequential.Schedule.block``)
+# How the sides' rebuilds between a process pair's pairs are ordered, written in a quality record as its
+# "rebuild_order" (records without it are another measurement, not resumed). The side that rebuilt first read
+# faster in the pair after it, on tiny_resnet: in the 13 paired records made before 2026-12-04, where the order
+# was the pair's number's parity (so the same side at a given place in every process pair), its unchanged pairs
+# after a B-first rebuild read B faster in 11 (t +2.6 to +3.9 in five of them, on Zen 3, Zen 4 and Xeon), after an
+# A-first one A faster in 8 of 10 (Xeon -2.3%, t -4.4); the other combinations do not lean with the order. Each place's
+# order flips from one process pair to the next, as restarts' do, so that the blocked test meets the lean as a
+# process pair's offset, of either sign equally often.
+REBUILD_ORDER = "flips each process pair"
 
 
 def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, restart_every: int = RESTART_EVERY):
@@ -253,8 +266,9 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
     of every pair it ran.
 
     Before every pair but the first, both sides rebuild, or restart as new
-    processes before every ``restart_every``-th pair (0: never), in the order
-    the pair's chunks start (see the module's docstring). Before the first pair
+    processes before every ``restart_every``-th pair (0: never). A restart's
+    order flips each process pair; so does a rebuild's at each place in a
+    process pair (``REBUILD_ORDER``; see the module's docstring). Before the first pair
     and after a restart, each side first runs ``SETTLE_CHUNKS`` untimed chunks. Each side's round of
     ``round_steps`` steps is cut into up to ``chunks`` chunks run
     A B B A A B ... (B first for odd r), so the machine's drift over
@@ -267,9 +281,11 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
 
     def run_pair(r: int):
         fresh = r == 0 or bool(restart_every and r % restart_every == 0)  # a new process pair: settle it first
-        # a process pair's sides restart A first, then B first for the next (idle while the other starts): the
+        # a process pair's sides restart A first, then B first for the next (idle while the other starts), and
+        # rebuild in the order of the pair's place in it, flipped every other process pair (``REBUILD_ORDER``): the
         # blocked test flips a process pair's pairs as one, so no side may be first in every process pair
-        first = r // restart_every if fresh and restart_every else r
+        process_pair, place = divmod(r, restart_every) if restart_every else (0, r)
+        first = process_pair + place
         if r and fresh:
             restart_all(interleaved([a, b], first))
         elif r:

@@ -151,9 +151,9 @@ def check_resumable(record: dict, profile_id: str, combos: List[Combination], sl
                     restart_every: int = paired.RESTART_EVERY) -> None:
     """Raises ValueError naming the first thing in which ``record`` is not the measurement asked for now:
     another hardware profile (figures of two machines do not pool), other combinations, levels, schedule,
-    threshold, alpha, restarts, settling chunks, plant sizing or round lengths (records made before restarts,
-    before fresh processes settled, before a side kept one amount of planted work, or before rounds had a step
-    per chunk, have none and are refused)."""
+    threshold, alpha, restarts, settling chunks, plant sizing, rebuild order or round lengths (records made before
+    restarts, before fresh processes settled, before a side kept one amount of planted work, before rebuilds took
+    turns across process pairs, or before rounds had a step per chunk, have none and are refused)."""
     if not isinstance(record, dict) or not isinstance(record.get("sessions"), list):
         raise ValueError("not a record of hpcnn-perf gate-quality --mode=paired --json (no sessions list)")
     levels = [0.0] + [s for s in slowdowns if s > 0]
@@ -178,7 +178,7 @@ def _measurement(profile_id: str, combos: Sequence[Combination], levels: Sequenc
     return {"profile_id": profile_id, "levels": list(levels), "schedule": vars(schedule), "threshold": threshold,
             "alpha": alpha, "workers": FRESH_WORKERS, "restart_every": restart_every,
             "settle_chunks": paired.SETTLE_CHUNKS, "plant": paired.PLANT,
-            "round_steps": round_steps_by_combination(combos)}
+            "round_steps": round_steps_by_combination(combos), "rebuild_order": paired.REBUILD_ORDER}
 
 
 def summarize_paired(record: dict) -> dict:
