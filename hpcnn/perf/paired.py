@@ -254,7 +254,7 @@ RESTART_EVERY = 2  # round pairs per process pair: the test's block (``sequentia
 # "rebuild_order" (records without it are another measurement, not resumed). The side that rebuilt first read
 # faster in the pair after it, on tiny_resnet: in the 13 paired records made before 2026-12-04, where the order
 # was the pair's number's parity (so the same side at a given place in every process pair), its unchanged pairs
-# after a B-first rebuild read B faster in 11 (t +2.6 to +3.9 in five of them, on Zen 3, Zen 4 and Xeon), after an
+# after a B-first rebuild read B faster in 11 (t +2.6 to +3.9 in six of them, on Zen 3, Zen 4 and Xeon), after an
 # A-first one A faster in 8 of 10 (Xeon -2.3%, t -4.4); the other combinations do not lean with the order. Each place's
 # order flips from one process pair to the next, as restarts' do, so that the blocked test meets the lean as a
 # process pair's offset, of either sign equally often.
