@@ -454,9 +454,7 @@ def _show(args, quality) -> int:
                        + (f"; allowed: 1 to {held}" if held else ""))
             lines = quality.run_table(record, args.run - 1)
         else:
-            lines = quality.runs_table(record)
-            if quality.next_run(record)[0]:
-                lines += ["", *quality.paired_report(quality.summarize_paired(record))]
+            lines = quality.shown_record(record)
     except (KeyError, TypeError, AttributeError, IndexError, ValueError) as e:
         _usage(f"--show={args.show}: not a --mode=paired record of hpcnn-perf gate-quality "
                f"({type(e).__name__}: {e})")

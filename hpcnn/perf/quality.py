@@ -181,16 +181,17 @@ def _measurement(profile_id: str, combos: Sequence[Combination], levels: Sequenc
             "round_steps": round_steps_by_combination(combos), "rebuild_order": paired.REBUILD_ORDER}
 
 
-def summarize_paired(record: dict) -> dict:
+def summarize_paired(record: dict, views: Optional[Sequence["RunView"]] = None) -> dict:
     """Runs flagged per slowdown (any combination failed), per-combination counts, wall time per run.
 
     A run's verdicts are the matrix's after Holm's step-down (``family_failures``); ``failed_alone`` counts the
-    verdicts each comparison reached at its own Bonferroni share of the level, as it ran.
+    verdicts each comparison reached at its own Bonferroni share of the level, as it ran. ``views``: the
+    record's runs as ``run_view`` judged them already (``shown_record``), so that Holm is not run twice.
     """
     combos = record["combinations"]
     levels = record["levels"]
     runs, unfinished = next_run(record)
-    failures = family_failures(record, runs)
+    failures = family_failures(record, runs, views)
     out = {"runs": runs, "sessions": len(record["sessions"]), "flagged": {}, "per_combination": {},
            "median_run_seconds": {}}
     for s in levels:
@@ -225,14 +226,15 @@ def startup_per_run(record: dict) -> float:
     return sum(statistics.median(v) for v in per.values())
 
 
-def family_failures(record: dict, runs: int) -> Dict[str, Dict[str, List[bool]]]:
+def family_failures(record: dict, runs: int, views: Optional[Sequence["RunView"]] = None
+                     ) -> Dict[str, Dict[str, List[bool]]]:
     """{level: {combination: whether each of the first ``runs`` runs failed}}, each run judged as ``run_view``
     judges it (Holm's step-down over the run's matrix at the record's schedule, threshold and family-wise
-    alpha); ValueError where one of those runs is not whole."""
+    alpha), or as ``views`` (runs from the first) hold them; ValueError where one of those runs is not whole."""
     out: Dict[str, Dict[str, List[bool]]] = {str(s): {name: [] for name in record["combinations"]}
                                              for s in record["levels"]}
     for r in range(runs):
-        view = run_view(record, r)
+        view = views[r] if views is not None else run_view(record, r)
         if not view.whole:
             raise ValueError(f"run {r + 1} is not whole: it lacks {', '.join(view.missing)}")
         for key, failed in view.failed.items():
@@ -675,19 +677,19 @@ def run_table(record: dict, run: int) -> List[str]:
     return lines
 
 
-def runs_table(record: dict) -> List[str]:
+def runs_table(record: dict, views: Optional[Sequence[RunView]] = None) -> List[str]:
     """Every run of a paired quality record in a Markdown table, a row per run: its sessions' start, then per
     level how many comparisons failed (planted: were caught) of those it holds, the range of their ratios and
     their pairs (median), its minutes with those spent starting workers, and the range of its unchanged
     comparisons' ``asymmetry_t`` with their sum over the square root of their number (an A/B asymmetry would
-    push it one way run after run)."""
+    push it one way run after run). ``views``: every run as ``run_view`` judged it already."""
     levels = [str(s) for s in record["levels"]]
     head = ["run", "sessions (commit, machine)",
             *(_level_name(s) + (": failed" if float(s) == 0 else ": caught") + ", ratios, pairs (median)"
               for s in levels), "minutes (starting workers)", "unchanged t: range, sum over sqrt(n)"]
     rows = []
-    for r in range(runs_held(record)):
-        view = run_view(record, r)
+    views = views if views is not None else [run_view(record, r) for r in range(runs_held(record))]
+    for r, view in enumerate(views):
         n = len(view.names)
         cells = [f"{r + 1}" + ("" if view.whole else f" (unfinished: {n} of {n + len(view.missing)}, as ran)"),
                  ", ".join(_session_span(record["sessions"][i]) for i in view.sessions) or "-"]
@@ -704,3 +706,13 @@ def runs_table(record: dict) -> List[str]:
         cells.append(f"{min(ts):+.2f} to {max(ts):+.2f}, {sum(ts) / math.sqrt(len(ts)):+.2f}" if ts else "-")
         rows.append(cells)
     return markdown_table(head, rows)
+
+
+def shown_record(record: dict) -> List[str]:
+    """``gate-quality --show``'s lines for a paired record: ``runs_table``, then the summary's report once a run
+    is whole; each run judged once, for both."""
+    views = [run_view(record, r) for r in range(runs_held(record))]
+    lines = runs_table(record, views)
+    if next_run(record)[0]:
+        lines += ["", *paired_report(summarize_paired(record, views))]
+    return lines
