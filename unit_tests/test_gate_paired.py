@@ -453,6 +453,71 @@ def test_the_side_that_rebuilds_first_at_a_place_in_a_process_pair_flips_from_on
     assert within == ["B", "A", "B"][:restart_every - 1]  # in the first process pair: by the pair's number
 
 
+class _LeaningSide(_TimedSide):
+    """A ``_TimedSide`` whose side B steps ``lean[what]`` faster in a pair where it was the first to ``what``
+    ("rebuild" or "restart"); ``led`` holds who went first before the pair being run, which the test clears."""
+
+    def __init__(self, name, log, led, lean, noise):
+        super().__init__(name, 0.01, log)
+        self.led, self.lean, self.noise = led, lean, noise
+
+    def rebuild(self, overrides=None):
+        self.led.setdefault("first", (self.name, "rebuild"))
+
+    def restart(self):
+        self.led.setdefault("first", (self.name, "restart"))
+        super().restart()
+
+    def run(self, steps):
+        first = self.led.get("first", ("A", None))
+        gain = self.lean.get(first[1], 0.0) if self.name == first[0] == "B" else 0.0
+        return [self.step_s / (1 + gain) * self.noise() for _ in range(steps)]
+
+
+def test_order_leans_recovers_the_lean_of_the_side_that_went_first_from_the_pairs_the_runner_ran():
+    """B planted to read 2% faster after rebuilding first and 1% after restarting first, run through
+    ``paired.pair_runner`` itself: the record's pairs and pids give back both differences, and a mean near
+    half of their average, since the turns give B the lead before half of each kind of pair."""
+    rng = np.random.default_rng(11)
+    log, led = [], {}
+    lean = {"rebuild": 0.02, "restart": 0.01}
+    a = _LeaningSide("A", log, led, lean, lambda: 1.0)
+    b = _LeaningSide("B", log, led, lean, lambda: float(np.exp(rng.normal(0, 0.001))))
+    combo = Combination("trivial", "parameter_server", "NHWC", 1, "fp32", 32, 2)
+    comparisons = []
+    for _ in range(2):  # two runs' comparisons, each counting its process pairs from 0
+        run_pair = paired.pair_runner(a, b, combo, chunks=2, restart_every=2)
+        pairs = []
+        for r in range(24):
+            led.clear()
+            pairs.append(run_pair(r))
+        comparisons.append({"a": [x for x, _ in pairs], "b": [y for _, y in pairs],
+                            "pids": [list(p) for p in run_pair.processes]})
+    record = {"rebuild_order": paired.REBUILD_ORDER, "levels": [0.0, 0.05],
+              "combinations": {"trivial-ps": {"0.0": comparisons, "0.05": []}}}
+    lean_of = quality.order_leans(record)["trivial-ps"]
+    assert (lean_of.pairs, lean_of.process_pairs) == (48, 24)
+    assert lean_of.rebuild[0] == pytest.approx(math.log(1.02), abs=0.001) and lean_of.rebuild[1] > 20
+    # the first pair of a comparison follows no restart: it is the first process pair's, led by A
+    assert lean_of.restart[0] == pytest.approx(math.log(1.01), abs=0.001) and lean_of.restart[1] > 10
+    assert lean_of.mean == pytest.approx((math.log(1.02) + math.log(1.01)) * 12 / 48, abs=0.0005)
+    assert quality.order_leans({**record, "rebuild_order": None}) == {}  # a fixed order: no turns to compare
+
+
+def test_show_gives_the_first_movers_table_for_records_whose_sides_took_turns_only():
+    current = load(os.path.join(QUALITY_RECORDS, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    leans = quality.order_leans(current)
+    measured = [n for n, per in current["combinations"].items() if per["0.0"]]
+    assert sorted(leans) == sorted(measured)
+    for name, x in leans.items():
+        assert x.pairs == sum(len(c["a"]) for c in current["combinations"][name]["0.0"])
+        assert x.process_pairs == sum(len(quality.process_pairs(c)) for c in current["combinations"][name]["0.0"])
+    shown = "\n".join(quality.shown_record(current))
+    assert "after rebuilds: B first - A first" in shown and all(f"| {n} |" in shown for n in measured)
+    fixed = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
+    assert quality.order_leans(fixed) == {} and "B first - A first" not in "\n".join(quality.shown_record(fixed))
+
+
 def test_the_slow_first_step_of_a_fresh_process_is_left_out_of_the_pairs_it_times():
     log = []
     a = _TimedSide("A", 0.01, log, first_s=0.03)  # a new process's first step: three times as long

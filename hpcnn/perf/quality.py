@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence, Tuple
 
 
 from hpcnn.jsonfile import write_atomically
@@ -534,6 +534,68 @@ def asymmetry_t(comparison: dict) -> Optional[float]:
     return statistics.fmean(means) / (statistics.stdev(means) / math.sqrt(len(means)))
 
 
+class Lean(NamedTuple):
+    """One combination's unchanged comparisons, pooled over a record's runs: ``pairs`` and ``process_pairs``; the
+    mean log(B/A) with its t over the process pairs' means; and by what precedes a pair, a restart or a rebuild,
+    the mean log(B/A) where B went first minus where A did, with its Welch t (None under two pairs a side)."""
+    pairs: int
+    process_pairs: int
+    mean: float
+    t: Optional[float]
+    restart: Optional[Tuple[float, float]]
+    rebuild: Optional[Tuple[float, float]]
+
+
+def _welch(x: Sequence[float], y: Sequence[float]) -> Optional[Tuple[float, float]]:
+    if min(len(x), len(y)) < 2:
+        return None
+    diff = statistics.fmean(x) - statistics.fmean(y)
+    se = math.sqrt(statistics.variance(x) / len(x) + statistics.variance(y) / len(y))
+    return (diff, diff / se) if se else None
+
+
+def order_leans(record: dict) -> Dict[str, Lean]:
+    """Per combination, ``Lean`` over the unchanged comparisons of a record whose sides took turns to go first
+    (``paired.REBUILD_ORDER``): process pair k's pair at place p followed a restart (p = 0) or a rebuild, led by B
+    where k + p is odd. The turns cancel a first mover's lean from the mean; the differences show it is there.
+    Pairs of one process pair share its offset, so where it runs more than two a Welch t flatters them. Empty for
+    records of a fixed order or without pids."""
+    if record.get("rebuild_order") != paired.REBUILD_ORDER:
+        return {}
+    leans = {}
+    for name, per in record["combinations"].items():
+        led: Dict[Tuple[bool, bool], List[float]] = {(r, b): [] for r in (True, False) for b in (True, False)}
+        blocks = []
+        for x in per[str(record["levels"][0])]:
+            if not x.get("pids"):
+                continue
+            for k, block in enumerate(process_pairs(x)):  # k counts the process pairs of one comparison
+                blocks.append(block)
+                for place, d in enumerate(block):
+                    led[place == 0, (k + place) % 2 == 1].append(d)
+        if not blocks:
+            continue
+        means = [statistics.fmean(b) for b in blocks]
+        spread = statistics.stdev(means) if len(means) > 1 else 0.0
+        mean = statistics.fmean(itertools.chain.from_iterable(blocks))
+        leans[name] = Lean(sum(map(len, blocks)), len(blocks), mean,
+                           statistics.fmean(means) / (spread / math.sqrt(len(means))) if spread else None,
+                           _welch(led[True, True], led[True, False]), _welch(led[False, True], led[False, False]))
+    return leans
+
+
+def lean_table(leans: Dict[str, Lean]) -> List[str]:
+    """``order_leans`` as a Markdown table, a row per combination, in percent of log(B/A)."""
+    def cell(x: Optional[Tuple[float, float]]) -> str:
+        return "-" if x is None else f"{x[0]:+.2%} (t {x[1]:+.1f})"
+
+    head = ["combination", "pairs (process pairs)", "mean log(B/A) (t)", "after restarts: B first - A first (t)",
+            "after rebuilds: B first - A first (t)"]
+    return markdown_table(head, [[name, f"{x.pairs} ({x.process_pairs})",
+                                  f"{x.mean:+.2%}" + ("" if x.t is None else f" (t {x.t:+.1f})"),
+                                  cell(x.restart), cell(x.rebuild)] for name, x in leans.items()])
+
+
 def _utc(seconds: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.gmtime(seconds))
 
@@ -709,10 +771,14 @@ def runs_table(record: dict, views: Optional[Sequence[RunView]] = None) -> List[
 
 
 def shown_record(record: dict) -> List[str]:
-    """``gate-quality --show``'s lines for a paired record: ``runs_table``, then the summary's report once a run
-    is whole; each run judged once, for both."""
+    """``gate-quality --show``'s lines for a paired record: ``runs_table``, ``lean_table`` where its sides took
+    turns to go first, then the summary's report once a run is whole; each run judged once, for both."""
     views = [run_view(record, r) for r in range(runs_held(record))]
     lines = runs_table(record, views)
+    leans = order_leans(record)
+    if leans:
+        lines += ["", "which side went first, over the unchanged comparisons of every run (the turns cancel a first "
+                  "mover's lean from the mean; a difference shows one):", *lean_table(leans)]
     if next_run(record)[0]:
         lines += ["", *paired_report(summarize_paired(record, views))]
     return lines
