@@ -528,7 +528,13 @@ def process_pairs(comparison: dict) -> List[List[float]]:
 def asymmetry_t(comparison: dict) -> Optional[float]:
     """An unchanged comparison's mean log-ratio over the standard error of its process pairs' means: a worker
     side that runs faster as B than as A would push it one way run after run. None under two process pairs."""
-    means = [statistics.fmean(b) for b in process_pairs(comparison)]
+    return _blocks_t(process_pairs(comparison))
+
+
+def _blocks_t(blocks: Sequence[Sequence[float]]) -> Optional[float]:
+    """The one-sample t of blocks' means (pairs of one process pair share its offset); None under two, or none
+    spread."""
+    means = [statistics.fmean(b) for b in blocks]
     if len(means) < 2 or statistics.stdev(means) == 0:
         return None
     return statistics.fmean(means) / (statistics.stdev(means) / math.sqrt(len(means)))
@@ -575,12 +581,9 @@ def order_leans(record: dict) -> Dict[str, Lean]:
                     led[place == 0, (k + place) % 2 == 1].append(d)
         if not blocks:
             continue
-        means = [statistics.fmean(b) for b in blocks]
-        spread = statistics.stdev(means) if len(means) > 1 else 0.0
-        mean = statistics.fmean(itertools.chain.from_iterable(blocks))
-        leans[name] = Lean(sum(map(len, blocks)), len(blocks), mean,
-                           statistics.fmean(means) / (spread / math.sqrt(len(means))) if spread else None,
-                           _welch(led[True, True], led[True, False]), _welch(led[False, True], led[False, False]))
+        leans[name] = Lean(sum(map(len, blocks)), len(blocks), statistics.fmean(itertools.chain.from_iterable(blocks)),
+                           _blocks_t(blocks), _welch(led[True, True], led[True, False]),
+                           _welch(led[False, True], led[False, False]))
     return leans
 
 
