@@ -563,7 +563,7 @@ def _welch(x: Sequence[float], y: Sequence[float]) -> Optional[Tuple[float, floa
 def order_leans(record: dict) -> Dict[str, Lean]:
     """Per combination, ``Lean`` over the unchanged comparisons of a record whose sides took turns to go first
     (``paired.REBUILD_ORDER``): process pair k's pair at place p followed a restart (p = 0) or a rebuild, led by B
-    where k + p is odd. The turns cancel a first mover's lean from the mean; the differences show it is there.
+    where k + p is odd. The turns cancel a first mover's lean from the mean; the differences show whether one is there.
     Pairs of one process pair share its offset, so where it runs more than two a Welch t flatters them. Empty for
     records of a fixed order or without pids."""
     if record.get("rebuild_order") != paired.REBUILD_ORDER:
