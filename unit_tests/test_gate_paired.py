@@ -493,7 +493,7 @@ def test_order_leans_recovers_the_lean_of_the_side_that_went_first_from_the_pair
             pairs.append(run_pair(r))
         comparisons.append({"a": [x for x, _ in pairs], "b": [y for _, y in pairs],
                             "pids": [list(p) for p in run_pair.processes]})
-    record = {"rebuild_order": paired.REBUILD_ORDER, "levels": [0.0, 0.05],
+    record = {"rebuild_order": paired.REBUILD_ORDER, "restart_every": 2, "levels": [0.0, 0.05],
               "combinations": {"trivial-ps": {"0.0": comparisons, "0.05": []}}}
     lean_of = quality.order_leans(record)["trivial-ps"]
     assert (lean_of.pairs, lean_of.process_pairs) == (48, 24)

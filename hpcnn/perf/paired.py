@@ -261,6 +261,14 @@ RESTART_EVERY = 2  # round pairs per process pair: the test's block (``sequentia
 REBUILD_ORDER = "flips each process pair"
 
 
+def first_to_go(r: int, restart_every: int) -> int:
+    """The side (0: A, 1: B) that restarts or rebuilds first before round pair ``r`` (``REBUILD_ORDER``): a
+    process pair's sides restart A first, then B first for the next, and rebuild in the order of the pair's
+    place in its process pair, flipped every other process pair."""
+    process_pair, place = divmod(r, restart_every) if restart_every else (0, r)
+    return (process_pair + place) % 2
+
+
 def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, restart_every: int = RESTART_EVERY):
     """A function running round pair ``r`` -> (A's, B's images/sec); its ``processes`` lists the (A, B) pids
     of every pair it ran.
@@ -281,11 +289,9 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
 
     def run_pair(r: int):
         fresh = r == 0 or bool(restart_every and r % restart_every == 0)  # a new process pair: settle it first
-        # a process pair's sides restart A first, then B first for the next (idle while the other starts), and
-        # rebuild in the order of the pair's place in it, flipped every other process pair (``REBUILD_ORDER``): the
-        # blocked test flips a process pair's pairs as one, so no side may be first in every process pair
-        process_pair, place = divmod(r, restart_every) if restart_every else (0, r)
-        first = process_pair + place
+        # the side restarted first idles while the other starts, and the one rebuilt first read faster: the blocked
+        # test flips a process pair's pairs as one, so no side may be first in every process pair
+        first = first_to_go(r, restart_every)
         if r and fresh:
             restart_all(interleaved([a, b], first))
         elif r:

@@ -562,10 +562,10 @@ def _welch(x: Sequence[float], y: Sequence[float]) -> Optional[Tuple[float, floa
 
 def order_leans(record: dict) -> Dict[str, Lean]:
     """Per combination, ``Lean`` over the unchanged comparisons of a record whose sides took turns to go first
-    (``paired.REBUILD_ORDER``): process pair k's pair at place p followed a restart (p = 0) or a rebuild, led by B
-    where k + p is odd. The turns cancel a first mover's lean from the mean; the differences show whether one is there.
-    Pairs of one process pair share its offset, so where it runs more than two a Welch t flatters them. Empty for
-    records of a fixed order or without pids."""
+    (``paired.REBUILD_ORDER``): process pair k's pair at place p followed a restart (p = 0) or a rebuild, led by
+    the side ``paired.first_to_go`` gives. The turns cancel a first mover's lean from the mean; the differences
+    show whether one is there. Pairs of one process pair share its offset, so where it runs more than two a Welch
+    t flatters them. Empty for records of a fixed order or without pids."""
     if record.get("rebuild_order") != paired.REBUILD_ORDER:
         return {}
     leans = {}
@@ -578,7 +578,8 @@ def order_leans(record: dict) -> Dict[str, Lean]:
             for k, block in enumerate(process_pairs(x)):  # k counts the process pairs of one comparison
                 blocks.append(block)
                 for place, d in enumerate(block):
-                    led[place == 0, (k + place) % 2 == 1].append(d)
+                    led[place == 0, paired.first_to_go(k * record["restart_every"] + place,
+                                                        record["restart_every"]) == 1].append(d)
         if not blocks:
             continue
         leans[name] = Lean(sum(map(len, blocks)), len(blocks), statistics.fmean(itertools.chain.from_iterable(blocks)),
