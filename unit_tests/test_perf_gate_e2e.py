@@ -270,6 +270,28 @@ def test_a_paired_quality_run_cut_by_ctrl_c_keeps_its_finished_combinations_and_
     assert "planted   0%: " in p.stdout and "/1 runs with a false failure" in p.stdout
 
 
+
+@pytest.mark.slow
+def test_a_paired_quality_run_cut_inside_the_next_run_still_counts_the_run_its_session_finished(tmp_path):
+    """The save after a run's last combination already counts that run as its session's: a cut inside the
+    next run (nothing more saved) leaves a record whose sessions' runs add up to its whole runs."""
+    from hpcnn.perf import quality
+
+    record = tmp_path / "q.json"
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", f"--only={COMBO}",
+           "--slowdowns=0", "--min-rounds=9", "--max-rounds=9", "--restart-every=0", "--runs=2", f"--json={record}"]
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 600
+    while not record.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGINT)  # run 1, its one combination, is saved: cut run 2 as it starts
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    cut = json.loads(record.read_text())
+    assert [len(per["0.0"]) for per in cut["combinations"].values()] == [1]
+    assert quality.next_run(cut) == (1, [])
+    assert [s["runs"] for s in cut["sessions"]] == [1] and cut["sessions"][0]["measured"] == {COMBO: 1}
+
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
     from hpcnn.perf import baselines
     from hpcnn.perf.profile import detect, profile_id
