@@ -270,7 +270,6 @@ def test_a_paired_quality_run_cut_by_ctrl_c_keeps_its_finished_combinations_and_
     assert "planted   0%: " in p.stdout and "/1 runs with a false failure" in p.stdout
 
 
-
 @pytest.mark.slow
 def test_a_paired_quality_run_cut_inside_the_next_run_still_counts_the_run_its_session_finished(tmp_path):
     """The save after a run's last combination already counts that run as its session's: a cut inside the
@@ -291,6 +290,7 @@ def test_a_paired_quality_run_cut_inside_the_next_run_still_counts_the_run_its_s
     assert [len(per["0.0"]) for per in cut["combinations"].values()] == [1]
     assert quality.next_run(cut) == (1, [])
     assert [s["runs"] for s in cut["sessions"]] == [1] and cut["sessions"][0]["measured"] == {COMBO: 1}
+
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):
     from hpcnn.perf import baselines
