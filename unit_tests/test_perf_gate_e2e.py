@@ -235,6 +235,19 @@ def test_paired_gate_quality_starts_fresh_workers_for_every_run_and_resamples_th
     assert p.returncode == 2 and "process pairs of 1 cannot be resampled from them" in p.stderr, p.stderr[-2000:]
 
 
+def _cut_once_saved(cmd, record, sig, **popen) -> str:
+    """Starts ``cmd``, waits until it has saved ``record`` (after its first combination), sends it ``sig`` and
+    returns its stderr, once it has exited as interrupted (130) without a traceback."""
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    deadline = time.monotonic() + 600
+    while not record.exists() and p.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    return err
+
+
 @pytest.mark.slow
 def test_a_paired_quality_run_cut_by_ctrl_c_keeps_its_finished_combinations_and_resume_measures_the_rest(tmp_path):
     """A sitting that ends part way through a run: the record holds the combinations it finished, and
@@ -244,14 +257,8 @@ def test_a_paired_quality_run_cut_by_ctrl_c_keeps_its_finished_combinations_and_
            "--slowdowns=0", "--min-rounds=9", "--max-rounds=9", "--restart-every=0", "--runs=1", f"--json={record}"]
     # started the way a sitting starts it, in the background with SIGINT ignored (what `nohup cmd &` gets from
     # a shell), and cut with TERM, what `kill` sends: the command handles both as Ctrl-C
-    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
-    deadline = time.monotonic() + 600
-    while not record.exists() and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    p.send_signal(signal.SIGTERM)  # the first combination is saved: cut the run inside the next
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    err = _cut_once_saved(cmd, record, signal.SIGTERM,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     cut = json.loads(record.read_text())
     done = sorted(k for k, per in cut["combinations"].items() if per["0.0"])
     assert f"hpcnn-perf: interrupted: {record} keeps the {len(done)} combination(s) this session measured; the same " \
@@ -279,13 +286,7 @@ def test_a_paired_quality_run_cut_inside_the_next_run_still_counts_the_run_its_s
     record = tmp_path / "q.json"
     cmd = [sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", f"--only={COMBO}",
            "--slowdowns=0", "--min-rounds=9", "--max-rounds=9", "--restart-every=0", "--runs=2", f"--json={record}"]
-    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 600
-    while not record.exists() and p.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.2)
-    p.send_signal(signal.SIGINT)  # run 1, its one combination, is saved: cut run 2 as it starts
-    out, err = p.communicate(timeout=120)
-    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    _cut_once_saved(cmd, record, signal.SIGINT)  # run 1, its one combination, is saved: cut run 2 as it starts
     cut = json.loads(record.read_text())
     assert [len(per["0.0"]) for per in cut["combinations"].values()] == [1]
     assert quality.next_run(cut) == (1, [])

@@ -107,7 +107,7 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
                     side.close()
             this["measured"][combo.key] += 1
             this["ended"] = time.time()
-            if all(len(record["combinations"][c.key][str(levels[0])]) > first + run for c in combos):
+            if next_run(record)[0] > first + run:
                 this["runs"] = run + 1  # before the save: a cut inside the next run keeps this one counted
             log(f"run {first + run + 1} {combo.key}: " + ", ".join(
                 f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
