@@ -7,6 +7,7 @@ slow shared runner; the gate's sensitivity to small slowdowns is measured by
 """
 
 import json
+import os
 import signal
 import statistics
 import subprocess
@@ -291,6 +292,26 @@ def test_a_paired_quality_run_cut_inside_the_next_run_still_counts_the_run_its_s
     assert [len(per["0.0"]) for per in cut["combinations"].values()] == [1]
     assert quality.next_run(cut) == (1, [])
     assert [s["runs"] for s in cut["sessions"]] == [1] and cut["sessions"][0]["measured"] == {COMBO: 1}
+
+
+@pytest.mark.slow
+def test_a_paired_quality_run_cut_on_seeing_a_combinations_line_keeps_that_combination(tmp_path):
+    """A sitting's script cuts the measurement as soon as a new ``run N <combination>:`` line shows in its log;
+    the line comes after the save, so the record keeps every comparison the log reported, as reported (the
+    save came after the line until 2026-12-06, and such a cut lost the combination it had just printed)."""
+    record = tmp_path / "q.json"
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=paired", f"--only={COMBO}",
+           "--slowdowns=0", "--min-rounds=7", "--max-rounds=7", "--restart-every=0", "--runs=2", f"--json={record}"]
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    line = next((x for x in p.stdout if x.startswith("run 1 ")), "")
+    p.send_signal(signal.SIGINT)  # the moment the line is read, as the sitting's loop does
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert line.startswith(f"run 1 {COMBO}: 0% "), err[-2000:]
+    kept = json.loads(record.read_text())["combinations"][COMBO]["0.0"]
+    assert [f"{x['ratio']:.3f} {x['verdict']} ({x['pairs']} pairs)" for x in kept] == [line.split(": 0% ")[1].strip()]
+    assert f"{record} keeps the 1 combination(s) this session measured" in err
 
 
 def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_id(tmp_path):

@@ -20,6 +20,7 @@ or no single first bad commit (bisect); 2 usage error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -392,8 +393,9 @@ def cmd_gate_quality(args):
 
         def save(r):
             nonlocal saved
-            jsonfile.write_atomically(args.json, r)
-            saved += 1
+            with _cut_held():  # the file and the count it reports agree, whenever the cut comes
+                jsonfile.write_atomically(args.json, r)
+                saved += 1
 
         schedule = _schedule(args, len(combos))
         from hpcnn.perf.profile import detect, profile_id
@@ -474,6 +476,17 @@ def interrupted_kept(path: Optional[str], saved: int, resumed: bool) -> str:
     if resumed:
         return f"no combination finished; {path} is as it was, and the same command with --resume goes on from it"
     return f"no combination finished, so {path} was not written; the same command starts the measurement again"
+
+
+@contextlib.contextmanager
+def _cut_held():
+    """SIGINT and SIGTERM held back (not lost) while inside: a cut that arrives then lands just after."""
+    cuts = {signal.SIGINT, signal.SIGTERM}
+    held = signal.pthread_sigmask(signal.SIG_BLOCK, cuts)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
 
 
 def _interruptible() -> None:

@@ -109,11 +109,11 @@ def paired_quality(here: str, combos: List[Combination], device: str, runs: int,
             this["ended"] = time.time()
             if next_run(record)[0] > first + run:
                 this["runs"] = run + 1  # before the save: a cut inside the next run keeps this one counted
+            if save:  # before the line that reports it: a sitting cut on seeing the line loses nothing it saw
+                save(_summarized(record))
             log(f"run {first + run + 1} {combo.key}: " + ", ".join(
                 f"{s:.0%} {per[str(s)][-1]['ratio']:.3f} {per[str(s)][-1]['verdict']} "
                 f"({per[str(s)][-1]['pairs']} pairs)" for s in levels))
-            if save:
-                save(_summarized(record))
     return _summarized(record)
 
 
