@@ -112,7 +112,10 @@ def test_stored_sessions_fail_on_a_planted_slowdown_and_gate_quality_records_eac
     cli._print_false_failure(0.0, slowed)
     assert capsys.readouterr().out.splitlines() == ["false failure, unchanged code:", *("  " + x for x in report)]
 
-    assert [r["summary"]["0.0"]["sessions"] for r in saved] == [1, 2]  # a cut after round 1 keeps round 1
+    # saved after each session, before its line: a cut keeps every session the log reported
+    assert [(r["summary"]["0.0"]["sessions"], r["summary"][PLANT]["sessions"]) for r in saved] == [
+        (1, 0), (1, 1), (2, 1), (2, 2)]
+    assert len(lines) == 4 and lines[0].startswith(f"session 1 planted 0%: {COMBO} ")
     planted = record["summary"][PLANT]
     assert planted["failed"] == 2 and list(planted["per_combination"]) == [COMBO]
     assert planted["per_combination"][COMBO]["failed"] == planted["per_combination"][COMBO]["failed_alone"] == 2
@@ -292,6 +295,33 @@ def test_a_paired_quality_run_cut_inside_the_next_run_still_counts_the_run_its_s
     assert [len(per["0.0"]) for per in cut["combinations"].values()] == [1]
     assert quality.next_run(cut) == (1, [])
     assert [s["runs"] for s in cut["sessions"]] == [1] and cut["sessions"][0]["measured"] == {COMBO: 1}
+
+
+@pytest.mark.slow
+def test_a_stored_quality_run_cut_on_seeing_a_sessions_line_keeps_that_session(tmp_path, recording):
+    """``gate-quality --mode=stored`` cut (SIGINT) the moment its first session's line shows: it ends in one line,
+    exit 130, and the record holds that session as the line reported it (the record was saved once a round, after
+    the lines, until 2026-12-06: such a cut lost the whole round and ended in a traceback)."""
+    baselines_in(tmp_path, recording)
+    record = tmp_path / "q.json"
+    cmd = [sys.executable, "-m", "hpcnn.perf.cli", "gate-quality", "--mode=stored", f"--baselines-dir={tmp_path}",
+           "--hardware-profile=e2e-test", "--slowdowns=0", "--runs=2", f"--json={record}",
+           f"--pytest-args=-k {COMBO} --perf-rounds=5 --confirm-pause=2"]
+    p = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    line = next((x for x in p.stdout if x.startswith("session 1 ")), "")
+    p.send_signal(signal.SIGINT)  # run 2's session has just started: the cut ends it
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == (f"hpcnn-perf: interrupted: {record} keeps the 1 session(s) it measured, "
+                                            "summary included; --mode=stored does not resume, so measure on into "
+                                            "another --json (the same one would be replaced)")
+    assert line.startswith(f"session 1 planted 0%: {COMBO} "), err[-2000:]
+    kept = json.loads(record.read_text())
+    [session] = kept["sessions"]["0.0"]
+    v = session["combinations"][COMBO]
+    assert line.split(": ", 1)[1].split(";")[0].strip() == f"{COMBO} {v['ratio']:.3f} {v['verdict']}"
+    assert kept["summary"]["0.0"]["sessions"] == 1
 
 
 @pytest.mark.slow

@@ -422,13 +422,24 @@ def cmd_gate_quality(args):
         from hpcnn.perf.profile import detect, profile_id
 
         pid = args.hardware_profile or profile_id(detect())
-        save = (lambda r: jsonfile.write_atomically(args.json, r)) if args.json else None
+        sessions = 0  # sessions this measurement ran and wrote
+
+        def save_stored(r):
+            nonlocal sessions
+            with _cut_held():
+                jsonfile.write_atomically(args.json, r)
+                sessions += 1
+
+        _interruptible()
         try:
             record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
-                                            args.pytest_args.split(), args.pause_seconds, save=save,
-                                            on_session=_print_false_failure)
+                                            args.pytest_args.split(), args.pause_seconds,
+                                            save=save_stored if args.json else None, on_session=_print_false_failure)
         except baselines.BaselineError as e:
             _usage(str(e))
+        except KeyboardInterrupt:
+            print(f"hpcnn-perf: interrupted: {stored_kept(args.json, sessions)}", file=sys.stderr)
+            return 130
         print("\n".join(quality.stored_report(record["summary"])))
     else:
         record = _simulate(args)
@@ -476,6 +487,17 @@ def interrupted_kept(path: Optional[str], saved: int, resumed: bool) -> str:
     if resumed:
         return f"no combination finished; {path} is as it was, and the same command with --resume goes on from it"
     return f"no combination finished, so {path} was not written; the same command starts the measurement again"
+
+
+def stored_kept(path: Optional[str], sessions: int) -> str:
+    """What an interrupted ``--mode=stored`` measurement kept, where it wrote ``sessions`` sessions to ``path``
+    (``--json``; None without). Such a record is not resumed, so the same ``--json`` again would replace it."""
+    if not path:
+        return "nothing was kept (no --json)"
+    if sessions:
+        return (f"{path} keeps the {sessions} session(s) it measured, summary included; --mode=stored does not "
+                "resume, so measure on into another --json (the same one would be replaced)")
+    return f"no session finished, so {path} was not written"
 
 
 @contextlib.contextmanager

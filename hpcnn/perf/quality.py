@@ -287,7 +287,8 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                    save: Optional[Callable[[dict], None]] = None,
                    on_session: Optional[Callable[[float, subprocess.CompletedProcess], object]] = None) -> dict:
     """``runs`` rounds of pytest sessions (unchanged, then each slowdown) judged against recorded baselines;
-    ``save`` gets the record, summary included, after every round (an hour's measurement survives a cut);
+    ``save`` gets the record, summary included, after every session and before its line is logged (an hour's
+    measurement survives a cut, and a cut loses no session the log reported);
     ``on_session(slowdown, process)`` gets each finished session (its output: ``gate_report``).
 
     The record keeps the baselines file as it was judged against (``baselines``) and each combination's rounds
@@ -321,15 +322,15 @@ def stored_quality(repo: str, baselines_dir: str, profile_id: str, runs: int, sl
                     write_atomically(units, record["plant_units"][str(s)])
                 record["sessions"][str(s)].append({"start": started, "failed": p.returncode == 1,
                                                    "combinations": verdicts})
+                record["summary"] = summarize_stored(record)
+                if save:  # before the session's line: a line in the log is a session the record holds
+                    save(record)
                 if on_session:
                     on_session(s, p)
                 log(f"session {run + 1} planted {s:.0%}: " + ", ".join(
                     f"{k} {v['ratio']:.3f} {v['verdict']}" for k, v in verdicts.items())
                     + "".join(f"; runner at {v['runner_speed']:.2f}x" for v in list(verdicts.values())[:1]
                               if v.get("runner_speed")))
-            record["summary"] = summarize_stored(record)
-            if save:
-                save(record)
             if pause_s and run < runs - 1:
                 time.sleep(pause_s)
     return record
