@@ -389,14 +389,7 @@ def cmd_gate_quality(args):
         _schedule_shape(args)
         device = _device(args)
         combos = _combos(args, device)
-        saved = 0  # combinations this session measured and wrote
-
-        def save(r):
-            nonlocal saved
-            with _cut_held():  # the file and the count it reports agree, whenever the cut comes
-                jsonfile.write_atomically(args.json, r)
-                saved += 1
-
+        save = _Saver(args.json) if args.json else None
         schedule = _schedule(args, len(combos))
         from hpcnn.perf.profile import detect, profile_id
 
@@ -406,11 +399,11 @@ def cmd_gate_quality(args):
         _interruptible()
         try:
             record = quality.paired_quality(REPO, combos, device, args.runs, slowdowns, schedule, args.threshold,
-                                            gate.DEFAULT_ALPHA, save=save if args.json else None,
+                                            gate.DEFAULT_ALPHA, save=save,
                                             profile_id=pid, resume=earlier, restart_every=args.restart_every)
         except KeyboardInterrupt:  # a sitting's end: what was saved is the measurement's, not lost
-            print(f"hpcnn-perf: interrupted: {interrupted_kept(args.json, saved, earlier is not None)}",
-                  file=sys.stderr)
+            kept = interrupted_kept(args.json, save.count if save else 0, earlier is not None)
+            print(f"hpcnn-perf: interrupted: {kept}", file=sys.stderr)
             return 130
         print("\n".join(quality.paired_report(record["summary"])))
     elif args.mode == "stored" and args.rejudge:
@@ -422,23 +415,16 @@ def cmd_gate_quality(args):
         from hpcnn.perf.profile import detect, profile_id
 
         pid = args.hardware_profile or profile_id(detect())
-        sessions = 0  # sessions this measurement ran and wrote
-
-        def save_stored(r):
-            nonlocal sessions
-            with _cut_held():
-                jsonfile.write_atomically(args.json, r)
-                sessions += 1
-
+        save = _Saver(args.json) if args.json else None
         _interruptible()
         try:
             record = quality.stored_quality(REPO, args.baselines_dir, pid, args.runs, slowdowns,
                                             args.pytest_args.split(), args.pause_seconds,
-                                            save=save_stored if args.json else None, on_session=_print_false_failure)
+                                            save=save, on_session=_print_false_failure)
         except baselines.BaselineError as e:
             _usage(str(e))
         except KeyboardInterrupt:
-            print(f"hpcnn-perf: interrupted: {stored_kept(args.json, sessions)}", file=sys.stderr)
+            print(f"hpcnn-perf: interrupted: {stored_kept(args.json, save.count if save else 0)}", file=sys.stderr)
             return 130
         print("\n".join(quality.stored_report(record["summary"])))
     else:
@@ -498,6 +484,19 @@ def stored_kept(path: Optional[str], sessions: int) -> str:
         return (f"{path} keeps the {sessions} session(s) it measured, summary included; --mode=stored does not "
                 "resume, so measure on into another --json (the same one would be replaced)")
     return f"no session finished, so {path} was not written"
+
+
+class _Saver:
+    """A measurement's ``save``: writes its record to ``path`` (``--json``) atomically and counts the writes in
+    ``count``, a cut held back meanwhile, so that the file and the count it reports agree whenever the cut comes."""
+
+    def __init__(self, path: str):
+        self.path, self.count = path, 0
+
+    def __call__(self, record: dict) -> None:
+        with _cut_held():
+            jsonfile.write_atomically(self.path, record)
+            self.count += 1
 
 
 @contextlib.contextmanager
