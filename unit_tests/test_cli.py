@@ -148,6 +148,8 @@ def test_a_perf_table_piped_into_a_reader_that_stops_early_ends_without_a_traceb
      "hpcnn-perf: error: argument --restart-every: -1 is not a whole number of round pairs (0: never restart)"),
     (["hpcnn.perf.cli", "gate-quality", "--slowdowns=0.05,abc"],
      "hpcnn-perf: error: argument --slowdowns: 0.05,abc is not a comma-separated list of fractions, each 0 <= f < 1"),
+    (["hpcnn.perf.cli", "gate-quality", "--mode=stored", "--baselines-dir=baselines", "--runs=0"],
+     "hpcnn-perf: error: argument --runs: 0 is not a whole number of runs, at least 1"),
     (["hpcnn.perf.cli", "gate-quality", "--rejudge=record.json"],
      "hpcnn-perf: error: --rejudge judges a --mode=stored record again; --mode=paired has none"),
     (["hpcnn.perf.cli", "gate-quality", "--mode=stored", "--as-machine=vm-2"],

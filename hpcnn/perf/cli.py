@@ -67,6 +67,12 @@ def _pairs_per_process(text):
     return int(text)
 
 
+def _runs(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of runs, at least 1")
+    return int(text)
+
+
 def _parser():
     p = Parser(prog="hpcnn-perf", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--onednn", choices=ONEDNN, default="auto",
@@ -106,7 +112,7 @@ def _parser():
     exp.add_argument("--data_dir", default=None, help="time the combination on these real-data shards")
     q = sub.choices["gate-quality"]
     q.add_argument("--mode", choices=["paired", "stored", "simulate"], default="paired")
-    q.add_argument("--runs", type=int, default=20)
+    q.add_argument("--runs", type=_runs, default=20)
     q.add_argument("--slowdowns", type=_slowdowns, default=None,
                    help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored; 0: none, unchanged "
                         "code only, to count false failures)")
