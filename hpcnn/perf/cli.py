@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -67,10 +68,23 @@ def _pairs_per_process(text):
     return int(text)
 
 
-def _runs(text):
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a whole number of runs, at least 1")
-    return int(text)
+def _count(noun):
+    """An argparse type for a count of ``noun`` that must be a whole number, at least 1."""
+    def parse(text):
+        if not text.isdigit() or int(text) < 1:
+            raise argparse.ArgumentTypeError(f"{text} is not a whole number of {noun}, at least 1")
+        return int(text)
+    return parse
+
+
+def _seconds(text):
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds, at least 0")
+    return value
 
 
 def _parser():
@@ -112,7 +126,7 @@ def _parser():
     exp.add_argument("--data_dir", default=None, help="time the combination on these real-data shards")
     q = sub.choices["gate-quality"]
     q.add_argument("--mode", choices=["paired", "stored", "simulate"], default="paired")
-    q.add_argument("--runs", type=_runs, default=20)
+    q.add_argument("--runs", type=_count("runs"), default=20)
     q.add_argument("--slowdowns", type=_slowdowns, default=None,
                    help="planted slowdowns (default 0.05,0.10 paired; 0.10,0.25 stored; 0: none, unchanged "
                         "code only, to count false failures)")
@@ -121,7 +135,7 @@ def _parser():
                    help="paired: add the runs to the --json record of earlier sessions on this profile")
     q.add_argument("--baselines-dir", help="stored: where the recorded baselines live")
     q.add_argument("--hardware-profile", help="stored: the profile id of the baselines (default: detected)")
-    q.add_argument("--pause-seconds", type=float, default=0.0, help="stored: wait between rounds of sessions")
+    q.add_argument("--pause-seconds", type=_seconds, default=0.0, help="stored: wait between rounds of sessions")
     q.add_argument("--pytest-args", default="", help="stored: extra pytest arguments, e.g. \"-k trivial\"")
     q.add_argument("--rejudge", metavar="RECORD",
                    help="stored: judge the sessions of a --json record again with this gate, against the baselines "
@@ -137,12 +151,13 @@ def _parser():
                         "do not hold, for a record whose sessions name none)")
     q.add_argument("--baselines-file", help="simulate: a baselines file with several sessions per combination")
     q.add_argument("--paired-json", help="simulate: a --mode=paired --json record to resample pairs from")
-    q.add_argument("--combinations", type=int, default=400, help="simulate: size of the simulated matrix")
+    q.add_argument("--combinations", type=_count("combinations"), default=400,
+                   help="simulate: size of the simulated matrix")
     q.add_argument("--as-recorded", action="store_true",
                    help="simulate: resample paired process pairs with the signs they were recorded with (default: "
                         "each negated at random, as unchanged code's sides are exchangeable; as recorded, a "
                         "combination keeps its record's own mean ratio as if it were a real change)")
-    q.add_argument("--draws", type=int, default=1000, help="simulate: simulated matrices")
+    q.add_argument("--draws", type=_count("matrices"), default=1000, help="simulate: simulated matrices")
     history_cli.add_commands(sub)
     return p
 
