@@ -127,6 +127,14 @@ def _parser():
 def main(argv=None) -> int:
     """Entry point of the ``hpcnn-data`` console script; returns the exit code."""
     args = _parser().parse_args(argv)
+    least = {} if args.command == "check" else {"shards": 1, "validation_shards": 1}
+    if args.command == "make-synthetic":  # a 0-pixel side failed in encode_jpeg, a negative seed in numpy
+        least.update(num_images=1, num_classes=1, height=1, width=1, seed=0)
+    for name, low in least.items():  # before TensorFlow loads: its start-up lines would bury this one
+        if getattr(args, name) < low:
+            print(f"hpcnn-data: error: --{name.replace('_', '-')}={getattr(args, name)} must be at least {low}",
+                  file=sys.stderr)
+            return 2
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from hpcnn.config import ConfigError
     from hpcnn.inputs import records
@@ -141,12 +149,6 @@ def main(argv=None) -> int:
         bad = records.find_bad_record(shards)
         print(f"hpcnn-data: {bad}" if bad else f"{len(shards)} shard(s) read cleanly")
         return 1 if bad else 0
-    for name in ("shards", "validation_shards") + (("num_images", "num_classes") if args.command ==
-                                                   "make-synthetic" else ()):
-        if getattr(args, name) < 1:
-            print(f"hpcnn-data: error: --{name.replace('_', '-')}={getattr(args, name)} must be at least 1",
-                  file=sys.stderr)
-            return 2
     if args.command == "make-synthetic":
         examples = list(synthetic_examples(args.num_images, args.num_classes, args.height, args.width, args.seed))
         summary = f"{len(examples)} synthetic images, {args.num_classes} classes"

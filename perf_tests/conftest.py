@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import json
+import math
 import os
 import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -156,8 +157,11 @@ def pytest_configure(config):
         raise pytest.UsageError(f"--perf-rounds={rounds} is too few for the gate to detect anything; "
                                 f"allowed: {gate.min_rounds()} or more")
     pause = config.getoption("--confirm-pause")
-    if not pause >= 0:
+    if not 0 <= pause < math.inf:  # inf passed ">= 0" and ended a whole session in time.sleep's OverflowError
         raise pytest.UsageError(f"--confirm-pause={pause:g} is not a pause; allowed: 0 or more seconds")
+    plant = config.getoption("--plant-slowdown")
+    if not 0 <= plant < math.inf:  # nan or inf failed in the plant's search, after TensorFlow had loaded
+        raise pytest.UsageError(f"--plant-slowdown={plant:g} is not a fraction of a step; allowed: 0 or more")
     if config.getoption("--baseline-sessions") < 1:
         raise pytest.UsageError(f"--baseline-sessions={config.getoption('--baseline-sessions')} must be at least 1")
     config._hpcnn_plant_units = read_plant_units(config.getoption("--plant-units"))

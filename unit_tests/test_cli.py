@@ -142,6 +142,10 @@ def test_a_perf_table_piped_into_a_reader_that_stops_early_ends_without_a_traceb
 @pytest.mark.parametrize("argv,line", [
     (["hpcnn.data_tool", "shred"], "hpcnn-data: error: argument command: invalid choice: 'shred'"),
     (["hpcnn.data_tool", "check"], "hpcnn-data: error: the following arguments are required: "),
+    (["hpcnn.data_tool", "make-synthetic", "--out=x", "--width=0"], "hpcnn-data: error: --width=0 must be at least 1"),
+    (["hpcnn.data_tool", "make-synthetic", "--out=x", "--seed=-1"], "hpcnn-data: error: --seed=-1 must be at least 0"),
+    (["hpcnn.data_tool", "make-imagenet", "--from=x", "--out=x", "--shards=0"],
+     "hpcnn-data: error: --shards=0 must be at least 1"),
     (["hpcnn.perf.cli", "compare", "--max-rounds=x"],
      "hpcnn-perf: error: argument --max-rounds: invalid int value: 'x'"),
     (["hpcnn.perf.cli", "bisect", "--good=HEAD~1", "--restart-every=-1"],

@@ -359,12 +359,17 @@ def test_baselines_recorded_on_another_profile_are_refused_even_under_a_forced_i
             f"but this machine is {profile_id(here)} (cpu_isa: recorded") in p.stderr
 
 
-def test_a_negative_confirm_pause_is_refused_before_anything_runs(tmp_path):
+@pytest.mark.parametrize("flag, says", [
+    ("--confirm-pause=-5", "--confirm-pause=-5 is not a pause; allowed: 0 or more seconds"),
+    ("--confirm-pause=inf", "--confirm-pause=inf is not a pause; allowed: 0 or more seconds"),
+    ("--plant-slowdown=nan", "--plant-slowdown=nan is not a fraction of a step; allowed: 0 or more"),
+])
+def test_a_pause_or_plant_that_is_not_one_is_refused_before_anything_runs(tmp_path, flag, says):
     p = subprocess.run([sys.executable, "-m", "pytest", "perf_tests", "-p", "no:cacheprovider", "-q",
-                        f"--baselines-dir={tmp_path}", "--confirm-pause=-5", "-k", COMBO],
+                        f"--baselines-dir={tmp_path}", flag, "-k", COMBO],
                        cwd=REPO, capture_output=True, text=True, timeout=300)
     assert p.returncode == 4 and "Traceback" not in p.stderr, p.stdout[-2000:] + p.stderr[-2000:]
-    assert "--confirm-pause=-5 is not a pause; allowed: 0 or more seconds" in p.stderr
+    assert says in p.stderr
 
 
 @pytest.mark.parametrize("content, says", [
