@@ -148,6 +148,8 @@ def test_a_perf_table_piped_into_a_reader_that_stops_early_ends_without_a_traceb
      "hpcnn-data: error: --shards=0 must be at least 1"),
     (["hpcnn.perf.cli", "compare", "--max-rounds=x"],
      "hpcnn-perf: error: argument --max-rounds: invalid int value: 'x'"),
+    (["hpcnn.perf.cli", "compare", "--baseline=HEAD", "--plant-slowdown=nan"],
+     "hpcnn-perf: error: argument --plant-slowdown: nan is not a fraction of a step, at least 0"),
     (["hpcnn.perf.cli", "bisect", "--good=HEAD~1", "--restart-every=-1"],
      "hpcnn-perf: error: argument --restart-every: -1 is not a whole number of round pairs (0: never restart)"),
     (["hpcnn.perf.cli", "gate-quality", "--slowdowns=0.05,abc"],

@@ -77,14 +77,17 @@ def _count(noun):
     return parse
 
 
-def _seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and value >= 0):
-        raise argparse.ArgumentTypeError(f"{text} is not a number of seconds, at least 0")
-    return value
+def _at_least_zero(what):
+    """An argparse type for a finite number, at least 0, that is ``what`` (nan and inf are refused)."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value >= 0):
+            raise argparse.ArgumentTypeError(f"{text} is not {what}, at least 0")
+        return value
+    return parse
 
 
 def _parser():
@@ -114,7 +117,8 @@ def _parser():
     cmp_ = sub.choices["compare"]
     cmp_.add_argument("--baseline", required=True, help="git revision or directory (side A)")
     cmp_.add_argument("--candidate", default=".", help="git revision or directory (side B); default: this tree")
-    cmp_.add_argument("--plant-slowdown", type=float, default=0.0, help=argparse.SUPPRESS)
+    cmp_.add_argument("--plant-slowdown", type=_at_least_zero("a fraction of a step"), default=0.0,
+                      help=argparse.SUPPRESS)  # test-only; nan reached round() in the worker's plant search
     bis = sub.choices["bisect"]
     bis.add_argument("--good", required=True, help="a git revision where the combination was fast")
     bis.add_argument("--bad", default="HEAD", help="a later revision where it is slow (default HEAD)")
@@ -135,7 +139,8 @@ def _parser():
                    help="paired: add the runs to the --json record of earlier sessions on this profile")
     q.add_argument("--baselines-dir", help="stored: where the recorded baselines live")
     q.add_argument("--hardware-profile", help="stored: the profile id of the baselines (default: detected)")
-    q.add_argument("--pause-seconds", type=_seconds, default=0.0, help="stored: wait between rounds of sessions")
+    q.add_argument("--pause-seconds", type=_at_least_zero("a number of seconds"), default=0.0,
+                   help="stored: wait between rounds of sessions")
     q.add_argument("--pytest-args", default="", help="stored: extra pytest arguments, e.g. \"-k trivial\"")
     q.add_argument("--rejudge", metavar="RECORD",
                    help="stored: judge the sessions of a --json record again with this gate, against the baselines "
