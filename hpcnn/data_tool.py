@@ -17,9 +17,11 @@ import os
 import sys
 from typing import Iterator, List, Tuple
 
-from hpcnn.usage import Parser
+from hpcnn.usage import Parser, report_usage_error
 
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".bmp", ".gif")
+
+PROG = "hpcnn-data"
 
 
 def example(jpeg: bytes, label: int, height: int, width: int, bbox=None):
@@ -105,7 +107,7 @@ def folder_examples(root: str) -> Tuple[List, List[str]]:
 
 
 def _parser():
-    p = Parser(prog="hpcnn-data", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = Parser(prog=PROG, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True, parser_class=Parser)
     syn = sub.add_parser("make-synthetic", help="N random JPEGs in ImageNet-layout shards")
     syn.add_argument("--num-images", type=int, default=512)
@@ -132,9 +134,7 @@ def main(argv=None) -> int:
         least.update(num_images=1, num_classes=1, height=1, width=1, seed=0)
     for name, low in least.items():  # before TensorFlow loads: its start-up lines would bury this one
         if getattr(args, name) < low:
-            print(f"hpcnn-data: error: --{name.replace('_', '-')}={getattr(args, name)} must be at least {low}",
-                  file=sys.stderr)
-            return 2
+            return report_usage_error(PROG, f"--{name.replace('_', '-')}={getattr(args, name)} must be at least {low}")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     from hpcnn.config import ConfigError
     from hpcnn.inputs import records
@@ -144,10 +144,9 @@ def main(argv=None) -> int:
             shards = records.list_shards(args.data_dir, "train") + sorted(
                 p for p in records.glob.glob(os.path.join(args.data_dir, "validation-*-of-*")))
         except ConfigError as e:
-            print(f"hpcnn-data: error: {e}", file=sys.stderr)
-            return 2
+            return report_usage_error(PROG, str(e))
         bad = records.find_bad_record(shards)
-        print(f"hpcnn-data: {bad}" if bad else f"{len(shards)} shard(s) read cleanly")
+        print(f"{PROG}: {bad}" if bad else f"{len(shards)} shard(s) read cleanly")
         return 1 if bad else 0
     if args.command == "make-synthetic":
         examples = list(synthetic_examples(args.num_images, args.num_classes, args.height, args.width, args.seed))
@@ -156,8 +155,7 @@ def main(argv=None) -> int:
         try:
             examples, classes = folder_examples(args.source)
         except (OSError, ValueError) as e:
-            print(f"hpcnn-data: error: {e}", file=sys.stderr)
-            return 2
+            return report_usage_error(PROG, str(e))
         summary = f"{len(examples)} images, {len(classes)} classes ({', '.join(classes[:5])}...)"
     n_val = max(1, len(examples) // 10)
     train = write_shards(args.out, "train", examples[n_val:], args.shards)

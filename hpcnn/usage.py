@@ -9,10 +9,15 @@ from typing import NoReturn
 USAGE_ERROR = 2
 
 
+def report_usage_error(prog: str, message: str) -> int:
+    """Prints ``<prog>: error: <message>`` to stderr and returns status 2, for a ``main()`` that returns its status."""
+    print(f"{prog}: error: {message}", file=sys.stderr)
+    return USAGE_ERROR
+
+
 def usage_error(prog: str, message: str) -> NoReturn:
     """Prints ``<prog>: error: <message>`` to stderr and exits with status 2."""
-    print(f"{prog}: error: {message}", file=sys.stderr)
-    sys.exit(USAGE_ERROR)
+    sys.exit(report_usage_error(prog, message))
 
 
 class Parser(argparse.ArgumentParser):
