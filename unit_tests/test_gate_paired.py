@@ -455,7 +455,9 @@ def test_the_side_that_rebuilds_first_at_a_place_in_a_process_pair_flips_from_on
 
 class _LeaningSide(_TimedSide):
     """A ``_TimedSide`` whose side B steps ``lean[what]`` faster in a pair where it was the first to ``what``
-    ("rebuild" or "restart"); ``led`` holds who went first before the pair being run, which the test clears."""
+    ("rebuild" or "restart"), and ``lean["lead"]`` faster where it ran the pair's first timed chunk (after the
+    settling chunks of a new process pair); ``led`` holds who went first and the pair's chunks so far, for the
+    pair being run, which the test clears."""
 
     def __init__(self, name, log, led, lean, noise):
         super().__init__(name, 0.01, log)
@@ -470,17 +472,20 @@ class _LeaningSide(_TimedSide):
 
     def run(self, steps):
         first = self.led.get("first", ("A", None))
+        settling = 0 if first[1] == "rebuild" else 2 * paired.SETTLE_CHUNKS  # the first pair, or a restart
+        if self.led.setdefault("chunks", 0) == settling:
+            self.led["leader"] = self.name
+        self.led["chunks"] += 1
         gain = self.lean.get(first[1], 0.0) if self.name == first[0] == "B" else 0.0
-        return [self.step_s / (1 + gain) * self.noise() for _ in range(steps)]
+        lead = self.lean.get("lead", 0.0) if self.name == self.led.get("leader") == "B" else 0.0
+        return [self.step_s / ((1 + gain) * (1 + lead)) * self.noise() for _ in range(steps)]
 
 
-def test_order_leans_recovers_the_lean_of_the_side_that_went_first_from_the_pairs_the_runner_ran():
-    """B planted to read 2% faster after rebuilding first and 1% after restarting first, run through
-    ``paired.pair_runner`` itself: the record's pairs and pids give back both differences, and a mean near
-    half of their average, since the turns give B the lead before half of each kind of pair."""
+def _leaning_record(lean):
+    """Two runs' unchanged comparisons of 24 pairs, run through ``paired.pair_runner`` itself with process pairs
+    of two pairs, B leaning by ``lean`` (``_LeaningSide``) and a little noise; one combination, "trivial-ps"."""
     rng = np.random.default_rng(11)
     log, led = [], {}
-    lean = {"rebuild": 0.02, "restart": 0.01}
     a = _LeaningSide("A", log, led, lean, lambda: 1.0)
     b = _LeaningSide("B", log, led, lean, lambda: float(np.exp(rng.normal(0, 0.001))))
     combo = Combination("trivial", "parameter_server", "NHWC", 1, "fp32", 32, 2)
@@ -493,15 +498,34 @@ def test_order_leans_recovers_the_lean_of_the_side_that_went_first_from_the_pair
             pairs.append(run_pair(r))
         comparisons.append({"a": [x for x, _ in pairs], "b": [y for _, y in pairs],
                             "pids": [list(p) for p in run_pair.processes]})
-    record = {"rebuild_order": paired.REBUILD_ORDER, "restart_every": 2, "levels": [0.0, 0.05],
-              "combinations": {"trivial-ps": {"0.0": comparisons, "0.05": []}}}
+    return {"rebuild_order": paired.REBUILD_ORDER, "restart_every": 2, "levels": [0.0, 0.05],
+            "combinations": {"trivial-ps": {"0.0": comparisons, "0.05": []}}}
+
+
+def test_order_leans_recovers_the_lean_of_the_side_that_went_first_from_the_pairs_the_runner_ran():
+    """B planted to read 2% faster after rebuilding first and 1% after restarting first: the record's pairs and
+    pids give back both differences, and a mean near half of their average, since the turns give B the lead
+    before half of each kind of pair. The chunk leader's difference reads what the two places' pairs differ by:
+    B leads the pairs after a rebuild (half of them its 2%), A those after a restart (half of them B's 1%)."""
+    record = _leaning_record({"rebuild": 0.02, "restart": 0.01})
     lean_of = quality.order_leans(record)["trivial-ps"]
     assert (lean_of.pairs, lean_of.process_pairs) == (48, 24)
     assert lean_of.rebuild[0] == pytest.approx(math.log(1.02), abs=0.001) and lean_of.rebuild[1] > 20
     # the first pair of a comparison follows no restart: it is the first process pair's, led by A
     assert lean_of.restart[0] == pytest.approx(math.log(1.01), abs=0.001) and lean_of.restart[1] > 10
     assert lean_of.mean == pytest.approx((math.log(1.02) + math.log(1.01)) * 12 / 48, abs=0.0005)
+    assert lean_of.leader[0] == pytest.approx((math.log(1.02) - math.log(1.01)) / 2, abs=0.001)
     assert quality.order_leans({**record, "rebuild_order": None}) == {}  # a fixed order: no turns to compare
+
+
+def test_order_leans_tells_the_lean_of_the_side_that_leads_a_pairs_chunks_from_a_first_movers():
+    """B planted to read 1% faster in the pairs where it ran the first timed chunk, and no faster for going
+    first: the chunk leader's difference gives it back, over every pair but each comparison's first, while
+    the restart and rebuild differences, each within pairs one side leads, read none."""
+    lean_of = quality.order_leans(_leaning_record({"lead": 0.01}))["trivial-ps"]
+    assert lean_of.leader[0] == pytest.approx(math.log(1.01), abs=0.0005) and lean_of.leader[1] > 20
+    assert abs(lean_of.restart[0]) < 0.001 and abs(lean_of.rebuild[0]) < 0.001
+    assert lean_of.mean == pytest.approx(math.log(1.01) / 2, abs=0.0005)  # B leads every odd pair
 
 
 def test_show_gives_the_first_movers_table_for_records_whose_sides_took_turns_only():
@@ -513,7 +537,8 @@ def test_show_gives_the_first_movers_table_for_records_whose_sides_took_turns_on
         assert x.pairs == sum(len(c["a"]) for c in current["combinations"][name]["0.0"])
         assert x.process_pairs == sum(len(quality.process_pairs(c)) for c in current["combinations"][name]["0.0"])
     shown = "\n".join(quality.shown_record(current))
-    assert "after rebuilds: B first - A first" in shown and all(f"| {n} |" in shown for n in measured)
+    assert "after rebuilds: B first - A first" in shown and "chunks: B leads - A leads" in shown
+    assert all(f"| {n} |" in shown for n in measured)
     fixed = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     assert quality.order_leans(fixed) == {} and "B first - A first" not in "\n".join(quality.shown_record(fixed))
 

@@ -545,13 +545,15 @@ def _blocks_t(blocks: Sequence[Sequence[float]]) -> Optional[float]:
 class Lean(NamedTuple):
     """One combination's unchanged comparisons, pooled over a record's runs: ``pairs`` and ``process_pairs``; the
     mean log(B/A) with its t over the process pairs' means; and by what precedes a pair, a restart or a rebuild,
-    the mean log(B/A) where B went first minus where A did, with its Welch t (None under two pairs a side)."""
+    the mean log(B/A) where B went first minus where A did, with its Welch t (None under two pairs a side); and
+    ``leader``, the same difference by the side that leads a pair's chunks (``paired.alternate``: A in even pairs)."""
     pairs: int
     process_pairs: int
     mean: float
     t: Optional[float]
     restart: Optional[Tuple[float, float]]
     rebuild: Optional[Tuple[float, float]]
+    leader: Optional[Tuple[float, float]]
 
 
 def _welch(x: Sequence[float], y: Sequence[float]) -> Optional[Tuple[float, float]]:
@@ -566,13 +568,17 @@ def order_leans(record: dict) -> Dict[str, Lean]:
     """Per combination, ``Lean`` over the unchanged comparisons of a record whose sides took turns to go first
     (``paired.REBUILD_ORDER``): process pair k's pair at place p followed a restart (p = 0) or a rebuild, led by
     the side ``paired.first_to_go`` gives. The turns cancel a first mover's lean from the mean; the differences
-    show whether one is there. Pairs of one process pair share its offset, so where it runs more than two a Welch
-    t flatters them. Empty for records of a fixed order or without pids."""
+    show whether one is there. The chunk leader's difference leaves out each comparison's first pair, which
+    follows no restart or rebuild of its own; where a process pair runs two pairs, as the current design does,
+    B leads exactly the pairs that follow a rebuild, so that difference is also after rebuilds minus after
+    restarts. Pairs of one process pair share its offset, so where it runs more than two a Welch t flatters them.
+    Empty for records of a fixed order or without pids."""
     if record.get("rebuild_order") != paired.REBUILD_ORDER:
         return {}
     leans = {}
     for name, per in record["combinations"].items():
         led: Dict[Tuple[bool, bool], List[float]] = {(r, b): [] for r in (True, False) for b in (True, False)}
+        chunks_led: Tuple[List[float], List[float]] = ([], [])  # by A, by B
         blocks = []
         for x in per[str(record["levels"][0])]:
             if not x.get("pids"):
@@ -580,13 +586,15 @@ def order_leans(record: dict) -> Dict[str, Lean]:
             for k, block in enumerate(process_pairs(x)):  # k counts the process pairs of one comparison
                 blocks.append(block)
                 for place, d in enumerate(block):
-                    led[place == 0, paired.first_to_go(k * record["restart_every"] + place,
-                                                        record["restart_every"]) == 1].append(d)
+                    r = k * record["restart_every"] + place  # the pair's index in its comparison
+                    led[place == 0, paired.first_to_go(r, record["restart_every"]) == 1].append(d)
+                    if r:
+                        chunks_led[r % 2].append(d)
         if not blocks:
             continue
         leans[name] = Lean(sum(map(len, blocks)), len(blocks), statistics.fmean(itertools.chain.from_iterable(blocks)),
                            _blocks_t(blocks), _welch(led[True, True], led[True, False]),
-                           _welch(led[False, True], led[False, False]))
+                           _welch(led[False, True], led[False, False]), _welch(chunks_led[1], chunks_led[0]))
     return leans
 
 
@@ -596,10 +604,10 @@ def lean_table(leans: Dict[str, Lean]) -> List[str]:
         return "-" if x is None else f"{x[0]:+.2%} (t {x[1]:+.1f})"
 
     head = ["combination", "pairs (process pairs)", "mean log(B/A) (t)", "after restarts: B first - A first (t)",
-            "after rebuilds: B first - A first (t)"]
+            "after rebuilds: B first - A first (t)", "chunks: B leads - A leads (t)"]
     return markdown_table(head, [[name, f"{x.pairs} ({x.process_pairs})",
                                   f"{x.mean:+.2%}" + ("" if x.t is None else f" (t {x.t:+.1f})"),
-                                  cell(x.restart), cell(x.rebuild)] for name, x in leans.items()])
+                                  cell(x.restart), cell(x.rebuild), cell(x.leader)] for name, x in leans.items()])
 
 
 def _utc(seconds: float) -> str:
@@ -783,8 +791,9 @@ def shown_record(record: dict) -> List[str]:
     lines = runs_table(record, views)
     leans = order_leans(record)
     if leans:
-        lines += ["", "which side went first, over the unchanged comparisons of every run (the turns cancel a first "
-                  "mover's lean from the mean; a difference shows one):", *lean_table(leans)]
+        lines += ["", "which side went first or led a pair's chunks, over the unchanged comparisons of every run (the "
+                  "turns cancel a first mover's or leader's lean from the mean; a difference shows one):",
+                  *lean_table(leans)]
     if next_run(record)[0]:
         lines += ["", *paired_report(summarize_paired(record, views))]
     return lines
