@@ -309,6 +309,11 @@ def pair_runner(a: Side, b: Side, combo: Combination, chunks: int = CHUNKS, rest
     return run_pair
 
 
+def chunk_leader(r: int) -> int:
+    """The side (0: A, 1: B) that runs round pair ``r``'s first timed chunk in ``alternate``."""
+    return interleaved((0, 1), r)[0]
+
+
 def alternate(a: Side, b: Side, sizes: Sequence[int], r: int) -> Dict[Side, List[float]]:
     """Round pair ``r``'s timed chunks of ``sizes`` steps, run A B B A A B ... (B first for odd r);
     returns each side's step times."""

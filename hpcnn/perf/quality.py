@@ -546,7 +546,7 @@ class Lean(NamedTuple):
     """One combination's unchanged comparisons, pooled over a record's runs: ``pairs`` and ``process_pairs``; the
     mean log(B/A) with its t over the process pairs' means; and by what precedes a pair, a restart or a rebuild,
     the mean log(B/A) where B went first minus where A did, with its Welch t (None under two pairs a side); and
-    ``leader``, the same difference by the side that leads a pair's chunks (``paired.alternate``: A in even pairs)."""
+    ``leader``, the same difference by the side that leads a pair's chunks (``paired.chunk_leader``)."""
     pairs: int
     process_pairs: int
     mean: float
@@ -589,7 +589,7 @@ def order_leans(record: dict) -> Dict[str, Lean]:
                     r = k * record["restart_every"] + place  # the pair's index in its comparison
                     led[place == 0, paired.first_to_go(r, record["restart_every"]) == 1].append(d)
                     if r:
-                        chunks_led[r % 2].append(d)
+                        chunks_led[paired.chunk_leader(r)].append(d)
         if not blocks:
             continue
         leans[name] = Lean(sum(map(len, blocks)), len(blocks), statistics.fmean(itertools.chain.from_iterable(blocks)),
