@@ -786,6 +786,36 @@ def test_a_quality_session_names_the_commit_and_machine_that_measured_it_and_sho
     assert quality.runs_table(record)[6].startswith("| 5 | 2026-12-04 09:36-2026-12-05 11:06 UTC at 0123456 ")
 
 
+def test_a_shown_run_of_several_sessions_says_which_combinations_each_measured():
+    """A run that a cut split over sessions names, after each session, the positions (in the record's order) of
+    the combinations it measured there, as the recorded comparisons name their session; a run of one session
+    names none. Zen 3's first run was cut after five of its six combinations."""
+    import re
+
+    record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
+    names = list(record["combinations"])
+    rows = quality.runs_table(record)[2:]
+    assert rows[0].startswith("| 1 | 2026-12-03 19:47 UTC (combinations 1-5), 2026-12-03 23:09 UTC (combination 6) | ")
+    several = 0
+    for r, row in enumerate(rows):
+        view = quality.run_view(record, r)
+        said = re.findall(r"\(combinations? ([0-9, -]+)\)", row.split(" | ")[1])
+        if len(view.sessions) < 2:
+            assert said == []
+            continue
+        several += 1
+        assert len(said) == len(view.sessions)
+        listed = []
+        for session, spans in zip(view.sessions, said):
+            mine = [p for span in spans.split(", ") for a, _, b in [span.partition("-")]
+                    for p in range(int(a), int(b or a) + 1)]
+            assert all(record["combinations"][names[p - 1]]["0.0"][r]["session"] == session for p in mine)
+            listed += mine
+        assert sorted(listed) == [names.index(n) + 1 for n in view.names]  # each once, none left out
+    assert several == 3
+    assert quality._spans([6, 1, 2, 3, 5]) == "1-3, 5-6" and quality._spans([2, 4]) == "2, 4"
+
+
 def test_a_shown_unfinished_run_is_as_it_ran_and_names_what_it_lacks():
     record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m17-avx512-bf16-onednn-2c-tf2.21.paired.json"))
     names = list(record["combinations"])

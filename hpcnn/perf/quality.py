@@ -753,12 +753,37 @@ def run_table(record: dict, run: int) -> List[str]:
     return lines
 
 
+def _spans(positions: Sequence[int]) -> str:
+    """1-based positions as runs of consecutive ones: [1, 2, 3, 5, 6] -> "1-3, 5-6"."""
+    spans: List[List[int]] = []
+    for p in sorted(positions):
+        if spans and p == spans[-1][1] + 1:
+            spans[-1][1] = p
+        else:
+            spans.append([p, p])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def _run_sessions(record: dict, view: RunView) -> str:
+    """The sessions that measured a run (``_session_span``); where there were several, each followed by the
+    positions, in the record's order, of the combinations it measured in this run: "(combinations 1-3)"."""
+    spans = [_session_span(record["sessions"][i]) for i in view.sessions]
+    if len(spans) < 2:
+        return ", ".join(spans)
+    order = {n: p for p, n in enumerate(record["combinations"], 1)}
+    for k, i in enumerate(view.sessions):
+        mine = [order[n] for n in view.names if any(per[n].get("session") == i for per in view.entries.values())]
+        spans[k] += f" (combination{'s' if len(mine) > 1 else ''} {_spans(mine)})"
+    return ", ".join(spans)
+
+
 def runs_table(record: dict, views: Optional[Sequence[RunView]] = None) -> List[str]:
-    """Every run of a paired quality record in a Markdown table, a row per run: its sessions' start, then per
-    level how many comparisons failed (planted: were caught) of those it holds, the range of their ratios and
-    their pairs (median), its minutes with those spent starting workers, and the range of its unchanged
-    comparisons' ``asymmetry_t`` with their sum over the square root of their number (an A/B asymmetry would
-    push it one way run after run). ``views``: every run as ``run_view`` judged it already."""
+    """Every run of a paired quality record in a Markdown table, a row per run: its sessions (``_run_sessions``:
+    which combinations each measured where a run took several), then per level how many comparisons failed (planted:
+    were caught) of those it holds, the range of their ratios and their pairs (median), its minutes with those spent
+    starting workers, and the range of its unchanged comparisons' ``asymmetry_t`` with their sum over the square
+    root of their number (an A/B asymmetry would push it one way run after run). ``views``: every run as
+    ``run_view`` judged it already."""
     levels = [str(s) for s in record["levels"]]
     head = ["run", "sessions (commit, machine)",
             *(_level_name(s) + (": failed" if float(s) == 0 else ": caught") + ", ratios, pairs (median)"
@@ -768,7 +793,7 @@ def runs_table(record: dict, views: Optional[Sequence[RunView]] = None) -> List[
     for r, view in enumerate(views):
         n = len(view.names)
         cells = [f"{r + 1}" + ("" if view.whole else f" (unfinished: {n} of {n + len(view.missing)}, as ran)"),
-                 ", ".join(_session_span(record["sessions"][i]) for i in view.sessions) or "-"]
+                 _run_sessions(record, view) or "-"]
         for s in levels:
             ratios = [x["ratio"] for x in view.entries[s].values()]
             pairs = [x["pairs"] for x in view.entries[s].values()]
