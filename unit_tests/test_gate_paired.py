@@ -11,6 +11,7 @@ import itertools
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -790,8 +791,6 @@ def test_a_shown_run_of_several_sessions_says_which_combinations_each_measured()
     """A run that a cut split over sessions names, after each session, the positions (in the record's order) of
     the combinations it measured there, as the recorded comparisons name their session; a run of one session
     names none. Zen 3's first run was cut after five of its six combinations."""
-    import re
-
     record = load(os.path.join(FIXED_REBUILD_ORDER, "cpu-amd-epyc-f25m1-avx2-onednn-2c-tf2.21.paired.json"))
     names = list(record["combinations"])
     rows = quality.runs_table(record)[2:]
